@@ -1,0 +1,107 @@
+"""The step table: one row per (trajectory, step), the data model every layer shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+_ID_FIELDS = ("group_id", "traj_id", "step", "anchor")
+
+
+def _first_bad_row(bad: torch.Tensor) -> int:
+    """Index of the first True row of a bool tensor reduced to rows."""
+    if bad.dim() > 1:
+        bad = bad.flatten(1).any(dim=1)
+    return int(torch.nonzero(bad)[0, 0])
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """A flat step table. Row order carries no meaning.
+
+    Args:
+      group_id: [N] int64, the episode group (N rollouts of the same task from one initial state).
+      traj_id:  [N] int64, the trajectory; unique within its group (it may repeat across groups).
+      step:     [N] int64 >= 0, orders the rows of one trajectory (0 = first step). Discounting
+                counts rows, so steps need not be contiguous, but must be distinct in a trajectory.
+      anchor:   [N] int64, key of the environment state the step started from (``hash_text`` of
+                the observation); steps of one group with equal anchors form a GiGPO step group.
+      reward:   [N] float, the step's environment reward r_t (sparse: success at the end).
+      logprobs: [N, L] float, sampling-policy log-probs of the step's response tokens.
+      mask:     [N, L] bool, True on the response tokens; every row needs at least one.
+      anchor_text: optional N strings, the anchors' texts; needed only for GiGPO's similarity grouping.
+
+    Raises:
+      ValueError naming the field (and the first bad row) for wrong types, dtypes, shapes,
+      non-finite rewards or log-probs (on response tokens), negative steps or empty masks.
+    """
+
+    group_id: torch.Tensor
+    traj_id: torch.Tensor
+    step: torch.Tensor
+    anchor: torch.Tensor
+    reward: torch.Tensor
+    logprobs: torch.Tensor
+    mask: torch.Tensor
+    anchor_text: Sequence[str] | None = None
+    # Σ_k mask·logp per row, computed once during validation (it is also the finiteness check).
+    logprob_sum: torch.Tensor = field(init=False, repr=False, compare=False)
+    token_count: torch.Tensor = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in (*_ID_FIELDS, "reward", "logprobs", "mask"):
+            value = getattr(self, name)
+            if not isinstance(value, torch.Tensor):
+                raise ValueError(f"StepBatch.{name} must be a torch.Tensor, got {type(value).__name__}")
+        n = self.group_id.shape[0] if self.group_id.dim() == 1 else -1
+        for name in _ID_FIELDS:
+            value = getattr(self, name)
+            if value.dtype != torch.int64:
+                raise ValueError(f"StepBatch.{name} must be int64, got {value.dtype}")
+            if value.dim() != 1 or value.shape[0] != n:
+                raise ValueError(
+                    f"StepBatch.{name} must have shape [N] with N = len(group_id) = {n}, got {tuple(value.shape)}"
+                )
+        if n == 0:
+            raise ValueError("StepBatch is empty: group_id has no rows")
+        if not self.reward.is_floating_point():
+            raise ValueError(f"StepBatch.reward must be a float tensor, got {self.reward.dtype}")
+        if self.reward.shape != (n,):
+            raise ValueError(f"StepBatch.reward must have shape [N] = ({n},), got {tuple(self.reward.shape)}")
+        if not self.logprobs.is_floating_point():
+            raise ValueError(f"StepBatch.logprobs must be a float tensor, got {self.logprobs.dtype}")
+        if self.logprobs.dim() != 2 or self.logprobs.shape[0] != n:
+            raise ValueError(f"StepBatch.logprobs must have shape [N, L] with N = {n}, got {tuple(self.logprobs.shape)}")
+        if self.mask.dtype != torch.bool:
+            raise ValueError(f"StepBatch.mask must be bool, got {self.mask.dtype}")
+        if self.mask.shape != self.logprobs.shape:
+            raise ValueError(
+                f"StepBatch.mask must have the shape of logprobs {tuple(self.logprobs.shape)}, got {tuple(self.mask.shape)}"
+            )
+        if self.anchor_text is not None and len(self.anchor_text) != n:
+            raise ValueError(f"StepBatch.anchor_text must have N = {n} entries, got {len(self.anchor_text)}")
+        bad = self.step < 0
+        if bad.any():
+            raise ValueError(f"StepBatch.step must be >= 0; row {_first_bad_row(bad)} has {int(self.step[bad][0])}")
+        bad = ~torch.isfinite(self.reward)
+        if bad.any():
+            raise ValueError(f"StepBatch.reward has a non-finite value at row {_first_bad_row(bad)}")
+        token_count = self.mask.sum(dim=1)
+        bad = token_count == 0
+        if bad.any():
+            raise ValueError(f"StepBatch.mask: row {_first_bad_row(bad)} has an empty response (no True token)")
+        # where() rather than a product, so NaN/inf on padding cannot leak into the sum.
+        logprob_sum = torch.where(self.mask, self.logprobs, 0.0).sum(dim=1, dtype=torch.float64)
+        bad = ~torch.isfinite(logprob_sum)
+        if bad.any():
+            raise ValueError(f"StepBatch.logprobs has a non-finite value on a response token at row {_first_bad_row(bad)}")
+        object.__setattr__(self, "logprob_sum", logprob_sum)
+        object.__setattr__(self, "token_count", token_count)
+
+    def __len__(self) -> int:
+        return int(self.group_id.shape[0])
+
+
+__all__ = ["StepBatch"]

@@ -1,0 +1,114 @@
+"""Segment reductions: the vectorized building blocks (sort + scatter, no Python loop over rows).
+
+A *segment* is a set of rows sharing a dense id in [0, S). Every function here is O(N) after the
+O(N log N) sort that produced the dense ids.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def dense_ids(keys: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Map arbitrary int64 keys to dense ids 0..S-1 (in sorted key order).
+
+    Args:
+      keys: [N] int64.
+    Returns:
+      ([N] int64 dense ids, S the number of distinct keys).
+    """
+    unique, inverse = torch.unique(keys, sorted=True, return_inverse=True)
+    return inverse, int(unique.shape[0])
+
+
+def pair_ids(major: torch.Tensor, num_major: int, minor_keys: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Dense ids of (major, minor) pairs; ``major`` already dense in [0, num_major).
+
+    Args:
+      major:      [N] int64 dense ids.
+      num_major:  number of distinct major ids.
+      minor_keys: [N] int64 arbitrary keys.
+    Returns:
+      ([N] int64 dense pair ids ordered by (major, minor), number of distinct pairs).
+    """
+    minor, num_minor = dense_ids(minor_keys)
+    # num_major * num_minor <= N^2, far below 2^63 for any batch that fits in memory.
+    return dense_ids(major * num_minor + minor)
+
+
+def segment_count(ids: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """[S] int64 number of rows in each segment."""
+    return torch.bincount(ids, minlength=num_segments)
+
+
+def segment_sum(values: torch.Tensor, ids: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """[S] Σ_{i: ids_i = s} values_i, in the dtype of ``values``."""
+    return torch.zeros(num_segments, dtype=values.dtype).index_add_(0, ids, values)
+
+
+def segment_mean_std(
+    values: torch.Tensor, ids: torch.Tensor, num_segments: int, counts: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-segment mean and unbiased standard deviation (as ``torch.std``).
+
+    std_s = sqrt(Σ_i (x_i − mean_s)² / (n_s − 1)); a segment of one row has std 0 (not NaN).
+
+    Args:
+      values: [N] float.
+      ids:    [N] int64 dense segment ids.
+      counts: optional [S] segment sizes (recomputed when omitted).
+    Returns:
+      ([S] mean, [S] std), in the dtype of ``values``.
+    """
+    if counts is None:
+        counts = segment_count(ids, num_segments)
+    n = counts.to(values.dtype)
+    mean = segment_sum(values, ids, num_segments) / n.clamp(min=1)
+    centered = values - mean[ids]
+    var = segment_sum(centered * centered, ids, num_segments) / (n - 1).clamp(min=1)
+    return mean, var.sqrt()
+
+
+def discounted_returns_sorted(rewards: torch.Tensor, is_last: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Discounted return of each row, rows sorted by (trajectory, step).
+
+    G_t = Σ_{k=t}^{T−1} γ^(k−t) r_k, i.e. G_t = r_t + γ·G_{t+1} with G_T = 0 inside a trajectory.
+
+    Computed by pointer jumping (a parallel prefix scan of the linear recurrence): after j rounds
+    each row holds the sum over its next 2^j rows, so ceil(log2 T_max) rounds of O(N) gathers
+    suffice, with no cross-trajectory cancellation (unlike a global reverse cumsum of γ^(−t) r_t).
+
+    Args:
+      rewards: [N] float, r_t in trajectory-then-step order.
+      is_last: [N] bool, True on the last row of each trajectory.
+      gamma:   discount γ in [0, 1].
+    Returns:
+      [N] float64 returns G_t.
+    """
+    n = rewards.shape[0]
+    returns = rewards.to(torch.float64).clone()
+    coef = torch.where(is_last, 0.0, float(gamma)).to(torch.float64)
+    if n == 0 or gamma == 0.0:
+        return returns
+    jump = torch.arange(1, n + 1).clamp_(max=n - 1)
+    # Longest run of non-last rows + 1 bounds the trajectory length.
+    last_positions = torch.nonzero(is_last).squeeze(1)
+    lengths = torch.diff(last_positions, prepend=torch.tensor([-1]))
+    max_len = int(lengths.max())
+    span = 1
+    while span < max_len:
+        returns = returns + coef * returns[jump]
+        coef = coef * coef[jump]
+        jump = jump[jump]
+        span *= 2
+    return returns
+
+
+__all__ = [
+    "dense_ids",
+    "discounted_returns_sorted",
+    "pair_ids",
+    "segment_count",
+    "segment_mean_std",
+    "segment_sum",
+]

@@ -1,0 +1,105 @@
+"""Step-level credit (GiGPO): discounted returns compared among steps from the same state."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+import torch
+
+from gaca.advantage.layout import Layout
+from gaca.advantage.normalize import Norm, group_normalize
+from gaca.advantage.segments import discounted_returns_sorted, pair_ids
+
+
+def discounted_returns(reward: torch.Tensor, layout: Layout, gamma: float) -> torch.Tensor:
+    """G_t = Σ_{k≥t} γ^(k−t) r_k within each trajectory, in the batch's own row order.
+
+    Args:
+      reward: [N] float step rewards.
+      layout: the batch layout (gives the (trajectory, step) order).
+      gamma:  discount γ in [0, 1].
+    Returns:
+      [N] float64.
+    """
+    sorted_returns = discounted_returns_sorted(reward[layout.order], layout.is_last, gamma)
+    return torch.empty_like(sorted_returns).index_copy_(0, layout.order, sorted_returns)
+
+
+def _similarity_keys(
+    group: torch.Tensor, anchor: torch.Tensor, anchor_text: Sequence[str], threshold: float
+) -> torch.Tensor:
+    """Replace each anchor by the anchor of its cluster of near-identical texts in its group.
+
+    Greedy clustering per episode group: a text joins the first cluster whose representative has
+    difflib ratio >= threshold, else founds a new one. This is O(U²) string comparisons per group
+    (U distinct anchors) and loops in Python; exact anchors (``similarity=None``) stay vectorized.
+    """
+    keys = anchor.clone()
+    representative_of: dict[tuple[int, int], int] = {}
+    clusters: dict[int, list[tuple[str, int]]] = {}
+    for row, (g, a) in enumerate(zip(group.tolist(), anchor.tolist(), strict=True)):
+        known = representative_of.get((g, a))
+        if known is None:
+            text = anchor_text[row]
+            for rep_text, rep_key in clusters.setdefault(g, []):
+                matcher = difflib.SequenceMatcher(None, rep_text, text, autojunk=False)
+                if matcher.real_quick_ratio() >= threshold and matcher.ratio() >= threshold:
+                    known = rep_key
+                    break
+            if known is None:
+                known = a
+                clusters[g].append((text, a))
+            representative_of[(g, a)] = known
+        keys[row] = known
+    return keys
+
+
+def step_groups(
+    layout: Layout,
+    anchor: torch.Tensor,
+    *,
+    similarity: float | None = None,
+    anchor_text: Sequence[str] | None = None,
+) -> tuple[torch.Tensor, int]:
+    """Dense id of each row's step group S(i): same episode group, same anchor state.
+
+    With ``similarity`` in (0, 1), anchors whose texts are at least that similar (difflib ratio)
+    are merged first (GiGPO's similarity grouping; needs ``anchor_text``).
+
+    Returns:
+      ([N] int64 dense step-group ids, number of step groups).
+    """
+    if similarity is not None:
+        if not 0.0 < similarity < 1.0:
+            raise ValueError(f"similarity must be in (0, 1) or None, got {similarity}")
+        if anchor_text is None:
+            raise ValueError("similarity grouping needs StepBatch.anchor_text (the anchors' texts)")
+        anchor = _similarity_keys(layout.group, anchor, anchor_text, similarity)
+    return pair_ids(layout.group, layout.num_groups, anchor)
+
+
+def step_level_advantage(
+    returns: torch.Tensor,
+    step_group: torch.Tensor,
+    num_step_groups: int,
+    *,
+    norm: Norm = "mean_std",
+    eps: float = 1e-6,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GiGPO step-level advantage: returns normalized within anchor-state groups.
+
+    A^S_i = (G_i − mean_{j∈S(i)} G_j) / (std_{j∈S(i)} G_j + eps); 0 where |S(i)| = 1.
+
+    Args:
+      returns:    [N] float, discounted return G_i from step row i onward.
+      step_group: [N] int64, dense id of row i's (episode group, anchor) step group.
+    Returns:
+      ([N] A^S in the dtype of ``returns``, [N] bool has_peer = |S(i)| > 1).
+    Reference: Feng et al. 2025, arXiv:2505.10978 (GiGPO), step relative advantage.
+    """
+    advantage, size = group_normalize(returns, step_group, num_step_groups, norm=norm, eps=eps)
+    return advantage, size > 1
+
+
+__all__ = ["discounted_returns", "step_groups", "step_level_advantage"]
