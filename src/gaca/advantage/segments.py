@@ -87,7 +87,7 @@ def discounted_returns_sorted(rewards: torch.Tensor, is_last: torch.Tensor, gamm
     """
     n = rewards.shape[0]
     returns = rewards.to(torch.float64).clone()
-    coef = torch.where(is_last, 0.0, float(gamma)).to(torch.float64)
+    coef = torch.full((n,), float(gamma), dtype=torch.float64).masked_fill_(is_last, 0.0)
     if n == 0 or gamma == 0.0:
         return returns
     jump = torch.arange(1, n + 1).clamp_(max=n - 1)

@@ -1,0 +1,81 @@
+"""A few hand-worked values, with the arithmetic in the comments."""
+
+import math
+import subprocess
+import sys
+
+import torch
+
+from gaca.advantage import StepBatch, compute_advantages, hash_text, hash_tokens
+from gaca.advantage.segments import discounted_returns_sorted
+
+
+def two_trajectories():
+    # One group, two trajectories of two steps. τ0 succeeds (r = 10 at its last step), τ1 fails.
+    # Both start from anchor 5; their second steps are in different states (6, 7).
+    # τ0's responses: NLL 0.5 then 1.5; τ1's: NLL 1.0 then 1.0 (constant).
+    return StepBatch(
+        group_id=torch.tensor([0, 0, 0, 0]), traj_id=torch.tensor([0, 0, 1, 1]), step=torch.tensor([0, 1, 0, 1]),
+        anchor=torch.tensor([5, 6, 5, 7]), reward=torch.tensor([0.0, 10.0, 0.0, 0.0]),
+        logprobs=torch.tensor([[-0.5, -0.5], [-1.0, -2.0], [-1.0, -1.0], [-1.0, -1.0]]),
+        mask=torch.ones(4, 2, dtype=torch.bool),
+    )
+
+
+def test_golden_grpo_gigpo_gaca():
+    batch = two_trajectories()
+    eps = 1e-6
+    # R = (10, 0): mean 5, unbiased std sqrt(50) = 7.0711; A^E = ±5/7.0711 = ±0.70711.
+    ae = 5 / (math.sqrt(50) + eps)
+    grpo = compute_advantages(batch, "grpo")
+    torch.testing.assert_close(grpo.advantage, torch.tensor([ae, ae, -ae, -ae]))
+    # Step group {row0, row2} (anchor 5): G = (0.95·10, 0) = (9.5, 0), std sqrt(45.125) = 6.7175;
+    # A^S = ±4.75/6.7175 = ±0.70711. Rows 1 and 3 have no peer: A^S = 0.
+    as_ = 4.75 / (math.sqrt(45.125) + eps)
+    gigpo = compute_advantages(batch, "gigpo")
+    torch.testing.assert_close(gigpo.advantage, torch.tensor([ae + as_, ae, -ae - as_, -ae]))
+    # τ0's NLLs (0.5, 1.5): mean 1, std sqrt(0.5) = 0.70711 -> c = (−0.70711, +0.70711); τ1 constant -> 0.
+    # w = clip(0.5 + 0.25·c): row0 0.5 − 0.17678 = 0.32322; row2 0.5; rows 1, 3 have no peer: 0.
+    c = 0.5 / (math.sqrt(0.5) + eps)
+    gaca = compute_advantages(batch, "gaca")
+    torch.testing.assert_close(gaca.criticality, torch.tensor([-c, c, 0.0, 0.0]))
+    w0 = 0.5 - 0.25 * c
+    torch.testing.assert_close(gaca.weight, torch.tensor([w0, 0.0, 0.5, 0.0]))
+    # A = (1 − w)·A^E + w·A^S; A^E = A^S here, so the convex mixture leaves every row at ±0.70711.
+    torch.testing.assert_close(gaca.advantage, torch.tensor([ae, ae, -ae, -ae]))
+    # RLOO: A = R − mean of the others = ±10, divided by the group std sqrt(50): ±1.41421.
+    rloo = compute_advantages(batch, "rloo")
+    torch.testing.assert_close(rloo.advantage, torch.tensor([1, 1, -1, -1]) * 10 / (math.sqrt(50) + eps))
+
+
+def test_long_trajectory_returns_are_stable():
+    # T = 3000, γ = 0.99, reward 1 at the end only: G_t = 0.99^(T−1−t), down to 0.99^2999 ≈ 8.2e-14,
+    # which a global reverse cumsum of γ^(−t)·r_t would destroy; pointer jumping keeps it exact.
+    length, gamma = 3000, 0.99
+    reward = torch.zeros(2 * length)
+    reward[length - 1] = 1.0
+    reward[-1] = 5.0
+    is_last = torch.zeros(2 * length, dtype=torch.bool)
+    is_last[length - 1] = is_last[-1] = True
+    returns = discounted_returns_sorted(reward, is_last, gamma)
+    expected = torch.tensor([gamma ** (length - 1 - t) for t in range(length)], dtype=torch.float64)
+    torch.testing.assert_close(returns[:length], expected, rtol=1e-12, atol=0)
+    torch.testing.assert_close(returns[length:], 5 * expected, rtol=1e-12, atol=0)
+
+
+def test_hashes_are_stable_across_processes():
+    # The key must not depend on PYTHONHASHSEED: compute it in two processes with different seeds.
+    code = ("from gaca.advantage import hash_text, hash_tokens; "
+            "print(hash_text('You are in the middle of a room.'), hash_tokens([1, 2, 3]))")
+    outputs = set()
+    for seed in ("1", "2"):
+        env = {"PYTHONHASHSEED": seed, "PATH": ""}
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        outputs.add(run.stdout)
+    assert len(outputs) == 1
+    text_key, token_key = map(int, outputs.pop().split())
+    assert text_key == hash_text("You are in the middle of a room.")
+    assert token_key == hash_tokens(torch.tensor([1, 2, 3]))
+    assert 0 <= text_key < 2**63 and hash_text("a") != hash_text("b")
+    # Token keys never collide with text keys of the same bytes (domain-separated).
+    assert hash_tokens([1]) != hash_text("\x01\x00\x00\x00\x00\x00\x00\x00")
