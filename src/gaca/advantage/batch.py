@@ -17,6 +17,28 @@ def _first_bad_row(bad: torch.Tensor) -> int:
     return int(torch.nonzero(bad)[0, 0])
 
 
+# Rows per chunk of the masked row sums: the [chunk, L] temporary then stays in cache, which is
+# 2-3x faster than one [N, L] temporary at N = 1e6 and keeps the extra memory O(chunk·L).
+_ROW_CHUNK = 16384
+
+
+@torch.no_grad()
+def _masked_row_sums(logprobs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Σ_k mask_ik·logp_ik, Σ_k mask_ik) per row, in chunks of rows.
+
+    where() rather than a product, so NaN/inf on padding cannot leak into the sum; float32
+    pairwise summation is accurate enough for a mean.
+    """
+    n = logprobs.shape[0]
+    sums = torch.empty(n, dtype=logprobs.dtype, device=logprobs.device)
+    counts = torch.empty(n, dtype=torch.int32, device=logprobs.device)
+    for start in range(0, n, _ROW_CHUNK):
+        rows = slice(start, start + _ROW_CHUNK)
+        torch.sum(torch.where(mask[rows], logprobs[rows], 0.0), dim=1, out=sums[rows])
+        torch.sum(mask[rows], dim=1, dtype=torch.int32, out=counts[rows])
+    return sums, counts
+
+
 @dataclass(frozen=True)
 class StepBatch:
     """A flat step table. Row order carries no meaning.
@@ -32,6 +54,9 @@ class StepBatch:
       logprobs: [N, L] float, sampling-policy log-probs of the step's response tokens.
       mask:     [N, L] bool, True on the response tokens; every row needs at least one.
       anchor_text: optional N strings, the anchors' texts; needed only for GiGPO's similarity grouping.
+
+    Derived at construction (one pass over the log-probs, which is also the finiteness check):
+      logprob_sum: [N] float, Σ_k mask_ik·logp_ik.   token_count: [N] int32, |mask_i|.
 
     Raises:
       ValueError naming the field (and the first bad row) for wrong types, dtypes, shapes,
@@ -91,13 +116,10 @@ class StepBatch:
         bad = ~torch.isfinite(self.reward)
         if bad.any():
             raise ValueError(f"StepBatch.reward has a non-finite value at row {_first_bad_row(bad)}")
-        token_count = self.mask.sum(dim=1, dtype=torch.int32)
+        logprob_sum, token_count = _masked_row_sums(self.logprobs, self.mask)
         bad = token_count == 0
         if bad.any():
             raise ValueError(f"StepBatch.mask: row {_first_bad_row(bad)} has an empty response (no True token)")
-        # where() rather than a product, so NaN/inf on padding cannot leak into the sum; float32
-        # pairwise summation is accurate enough for a mean and twice as fast as float64 here.
-        logprob_sum = torch.where(self.mask, self.logprobs, 0.0).sum(dim=1)
         bad = ~torch.isfinite(logprob_sum)
         if bad.any():
             row = _first_bad_row(bad)

@@ -39,8 +39,8 @@ def _centered_rank(nll: torch.Tensor, layout: Layout) -> torch.Tensor:
     nll_sorted = nll[order]
     n = nll.shape[0]
     start_of_traj = torch.cumsum(layout.traj_len, 0) - layout.traj_len
-    position = torch.arange(n, dtype=torch.float64) - start_of_traj[traj_sorted].to(torch.float64)
-    new_run = torch.ones(n, dtype=torch.bool)
+    position = torch.arange(n, dtype=torch.float64, device=nll.device) - start_of_traj[traj_sorted].to(torch.float64)
+    new_run = torch.ones(n, dtype=torch.bool, device=nll.device)
     new_run[1:] = (traj_sorted[1:] != traj_sorted[:-1]) | (nll_sorted[1:] != nll_sorted[:-1])
     run = torch.cumsum(new_run, 0) - 1
     num_runs = int(run[-1]) + 1

@@ -64,14 +64,14 @@ def register_estimator(name: str) -> Callable[[EstimatorFn], EstimatorFn]:
 
 def _output(batch: StepBatch, advantage: torch.Tensor, episode: torch.Tensor, **diagnostics: torch.Tensor):
     dtype = batch.reward.dtype
-    zeros = torch.zeros(len(batch), dtype=dtype)
+    zeros = torch.zeros(len(batch), dtype=dtype, device=batch.reward.device)
     return AdvantageOutput(
         advantage=advantage.to(dtype),
         episode=episode.to(dtype),
         step_level=diagnostics.get("step_level", zeros).to(dtype),
         weight=diagnostics.get("weight", zeros).to(dtype),
         criticality=diagnostics.get("criticality", zeros).to(dtype),
-        has_peer=diagnostics.get("has_peer", torch.zeros(len(batch), dtype=torch.bool)),
+        has_peer=diagnostics.get("has_peer", torch.zeros_like(zeros, dtype=torch.bool)),
         nll=diagnostics.get("nll", zeros).to(dtype),
     )
 
@@ -119,7 +119,7 @@ def _mixed(batch: StepBatch, layout: Layout, options: AdvantageOptions, *, kappa
     episode = _episode(batch, layout, options)
     step_level, has_peer = _step_level(batch, layout, options)
     if kappa == 0.0:  # fixed weight: the NLL does not enter, so skip computing it
-        nll = criticality = torch.zeros(len(batch), dtype=torch.float64)
+        nll = criticality = torch.zeros(len(batch), dtype=torch.float64, device=batch.reward.device)
     else:
         nll = response_nll(batch.logprob_sum, batch.token_count)
         criticality = criticality_score(nll, layout, method=options.criticality, eps=options.eps)

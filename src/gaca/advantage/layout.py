@@ -61,7 +61,7 @@ def trajectory_layout(batch: StepBatch) -> Layout:
         num_trajs = int(traj_sorted[-1]) + 1
     else:  # huge step values: two sorts, no overflow
         traj, num_trajs = dense_ids(traj_key)
-        order = torch.from_numpy(np.lexsort((batch.step.numpy(), traj.numpy())))
+        order = torch.from_numpy(np.lexsort((batch.step.cpu().numpy(), traj.cpu().numpy()))).to(traj.device)
         traj_sorted = traj[order]
         new_traj = torch.ones_like(traj_sorted, dtype=torch.bool)
         new_traj[1:] = traj_sorted[1:] != traj_sorted[:-1]
@@ -72,7 +72,7 @@ def trajectory_layout(batch: StepBatch) -> Layout:
         raise ValueError(f"StepBatch.step: row {row} repeats step {int(batch.step[row])} of its trajectory")
     is_last = torch.ones_like(new_traj)
     is_last[:-1] = new_traj[1:]
-    traj_group = torch.empty(num_trajs, dtype=torch.int64).index_copy_(0, traj, group)
+    traj_group = torch.empty(num_trajs, dtype=torch.int64, device=group.device).index_copy_(0, traj, group)
     return Layout(
         group=group,
         num_groups=num_groups,

@@ -43,7 +43,7 @@ def segment_count(ids: torch.Tensor, num_segments: int) -> torch.Tensor:
 
 def segment_sum(values: torch.Tensor, ids: torch.Tensor, num_segments: int) -> torch.Tensor:
     """[S] Σ_{i: ids_i = s} values_i, in the dtype of ``values``."""
-    return torch.zeros(num_segments, dtype=values.dtype).index_add_(0, ids, values)
+    return torch.zeros(num_segments, dtype=values.dtype, device=values.device).index_add_(0, ids, values)
 
 
 def segment_mean_std(
@@ -87,13 +87,13 @@ def discounted_returns_sorted(rewards: torch.Tensor, is_last: torch.Tensor, gamm
     """
     n = rewards.shape[0]
     returns = rewards.to(torch.float64).clone()
-    coef = torch.full((n,), float(gamma), dtype=torch.float64).masked_fill_(is_last, 0.0)
+    coef = torch.full((n,), float(gamma), dtype=torch.float64, device=rewards.device).masked_fill_(is_last, 0.0)
     if n == 0 or gamma == 0.0:
         return returns
-    jump = torch.arange(1, n + 1).clamp_(max=n - 1)
+    jump = torch.arange(1, n + 1, device=rewards.device).clamp_(max=n - 1)
     # Longest run of non-last rows + 1 bounds the trajectory length.
     last_positions = torch.nonzero(is_last).squeeze(1)
-    lengths = torch.diff(last_positions, prepend=torch.tensor([-1]))
+    lengths = torch.diff(last_positions, prepend=last_positions.new_tensor([-1]))
     max_len = int(lengths.max())
     span = 1
     while span < max_len:
