@@ -34,19 +34,21 @@ def _centered_rank(nll: torch.Tensor, layout: Layout) -> torch.Tensor:
     """Centered rank 2·r/(T−1) − 1 within each trajectory; ties get their average rank."""
     # Sort by (trajectory, nll): nll inside trajectory blocks, via a stable two-pass argsort.
     by_nll = torch.argsort(nll, stable=True)
-    order = by_nll[torch.argsort(layout.traj[by_nll], stable=True)]
-    traj_sorted = layout.traj[order]
-    nll_sorted = nll[order]
+    order = by_nll.index_select(0, torch.argsort(layout.traj.index_select(0, by_nll), stable=True))
+    traj_sorted = layout.traj.index_select(0, order)
+    nll_sorted = nll.index_select(0, order)
     n = nll.shape[0]
     start_of_traj = torch.cumsum(layout.traj_len, 0) - layout.traj_len
-    position = torch.arange(n, dtype=torch.float64, device=nll.device) - start_of_traj[traj_sorted].to(torch.float64)
+    start = start_of_traj.index_select(0, traj_sorted).to(torch.float64)
+    position = torch.arange(n, dtype=torch.float64, device=nll.device) - start
     new_run = torch.ones(n, dtype=torch.bool, device=nll.device)
     new_run[1:] = (traj_sorted[1:] != traj_sorted[:-1]) | (nll_sorted[1:] != nll_sorted[:-1])
     run = torch.cumsum(new_run, 0) - 1
     num_runs = int(run[-1]) + 1
     mean_position = segment_sum(position, run, num_runs) / segment_count(run, num_runs).to(torch.float64)
-    length = layout.traj_len[traj_sorted].to(torch.float64)
-    centered = torch.where(length > 1, 2.0 * mean_position[run] / (length - 1).clamp(min=1) - 1.0, 0.0)
+    length = layout.traj_len.index_select(0, traj_sorted).to(torch.float64)
+    rank = mean_position.index_select(0, run)
+    centered = torch.where(length > 1, 2.0 * rank / (length - 1).clamp(min=1) - 1.0, 0.0)
     return torch.empty_like(centered).index_copy_(0, order, centered)
 
 
@@ -71,11 +73,12 @@ def criticality_score(
         return _centered_rank(nll, layout)
     counts = layout.traj_len
     mean, std = segment_mean_std(nll, layout.traj, layout.num_trajs, counts)
-    centered = torch.where(counts[layout.traj] > 1, nll - mean[layout.traj], 0.0)
+    row_count = counts.index_select(0, layout.traj)
+    centered = torch.where(row_count > 1, nll - mean.index_select(0, layout.traj), 0.0)
     if method == "zscore":
-        return centered / (std[layout.traj] + eps)
+        return centered / (std.index_select(0, layout.traj) + eps)
     if method == "ratio":
-        return centered / (mean[layout.traj].abs() + eps)
+        return centered / (mean.index_select(0, layout.traj).abs() + eps)
     raise ValueError(f"criticality must be 'zscore', 'ratio' or 'rank', got {method!r}")
 
 

@@ -55,10 +55,10 @@ def episode_advantage(
         per_traj, _ = group_normalize(
             traj_return, layout.traj_group, layout.num_groups, norm=norm, eps=eps, leave_one_out=leave_one_out
         )
-        return per_traj[layout.traj]
+        return per_traj.index_select(0, layout.traj)
     if episode_stats == "step":
         per_row, _ = group_normalize(
-            traj_return[layout.traj], layout.group, layout.num_groups, norm=norm, eps=eps,
+            traj_return.index_select(0, layout.traj), layout.group, layout.num_groups, norm=norm, eps=eps,
             leave_one_out=leave_one_out,
         )
         return per_row

@@ -53,7 +53,7 @@ def trajectory_layout(batch: StepBatch) -> Layout:
     if span * (max_step + 1) < 2**62:
         # One sort gives both the trajectory ids and the step order.
         order = torch.argsort(traj_key * (max_step + 1) + batch.step)
-        sorted_key = traj_key[order]
+        sorted_key = traj_key.index_select(0, order)
         new_traj = torch.ones_like(sorted_key, dtype=torch.bool)
         new_traj[1:] = sorted_key[1:] != sorted_key[:-1]
         traj_sorted = torch.cumsum(new_traj, 0) - 1
@@ -62,10 +62,10 @@ def trajectory_layout(batch: StepBatch) -> Layout:
     else:  # huge step values: two sorts, no overflow
         traj, num_trajs = dense_ids(traj_key)
         order = torch.from_numpy(np.lexsort((batch.step.cpu().numpy(), traj.cpu().numpy()))).to(traj.device)
-        traj_sorted = traj[order]
+        traj_sorted = traj.index_select(0, order)
         new_traj = torch.ones_like(traj_sorted, dtype=torch.bool)
         new_traj[1:] = traj_sorted[1:] != traj_sorted[:-1]
-    step_sorted = batch.step[order]
+    step_sorted = batch.step.index_select(0, order)
     duplicate = ~new_traj[1:] & (step_sorted[1:] == step_sorted[:-1])
     if duplicate.any():
         row = int(order[1:][duplicate][0])

@@ -36,16 +36,16 @@ def group_normalize(
     """
     counts = segment_count(ids, num_groups)
     mean, std = segment_mean_std(values, ids, num_groups, counts)
-    member_count = counts[ids]
+    member_count = counts.index_select(0, ids)
     if leave_one_out:
         total = segment_sum(values, ids, num_groups)[ids]
         others = (member_count - 1).to(values.dtype)
         baseline = torch.where(member_count > 1, (total - values) / others.clamp(min=1), values)
     else:
-        baseline = mean[ids]
+        baseline = mean.index_select(0, ids)
     centered = torch.where(member_count > 1, values - baseline, 0.0)
     if norm == "mean_std":
-        return centered / (std[ids] + eps), member_count
+        return centered / (std.index_select(0, ids) + eps), member_count
     if norm == "mean":
         return centered, member_count
     raise ValueError(f"norm must be 'mean_std' or 'mean', got {norm!r}")

@@ -2,6 +2,9 @@
 
 A *segment* is a set of rows sharing a dense id in [0, S). Every function here is O(N) after the
 O(N log N) sort that produced the dense ids.
+
+Gathers in this package use ``index_select``: on a loaded CPU, advanced indexing ``x[idx]`` with
+intra-op threads was measured 1000x slower than ``index_select`` on small tensors (16 ms vs 20 µs).
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def segment_mean_std(
         counts = segment_count(ids, num_segments)
     n = counts.to(values.dtype)
     mean = segment_sum(values, ids, num_segments) / n.clamp(min=1)
-    centered = values - mean[ids]
+    centered = values - mean.index_select(0, ids)
     var = segment_sum(centered * centered, ids, num_segments) / (n - 1).clamp(min=1)
     return mean, var.sqrt()
 
@@ -97,9 +100,9 @@ def discounted_returns_sorted(rewards: torch.Tensor, is_last: torch.Tensor, gamm
     max_len = int(lengths.max())
     span = 1
     while span < max_len:
-        returns = returns + coef * returns[jump]
-        coef = coef * coef[jump]
-        jump = jump[jump]
+        returns = returns + coef * returns.index_select(0, jump)
+        coef = coef * coef.index_select(0, jump)
+        jump = jump.index_select(0, jump)
         span *= 2
     return returns
 

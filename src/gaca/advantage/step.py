@@ -22,7 +22,7 @@ def discounted_returns(reward: torch.Tensor, layout: Layout, gamma: float) -> to
     Returns:
       [N] float64.
     """
-    sorted_returns = discounted_returns_sorted(reward[layout.order], layout.is_last, gamma)
+    sorted_returns = discounted_returns_sorted(reward.index_select(0, layout.order), layout.is_last, gamma)
     return torch.empty_like(sorted_returns).index_copy_(0, layout.order, sorted_returns)
 
 
