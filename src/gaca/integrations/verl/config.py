@@ -1,0 +1,119 @@
+"""The ``algorithm.gaca.*`` settings of a verl run, read from verl's algorithm config.
+
+Everything under ``algorithm.gaca`` is either an advantage option with its DESIGN.md name
+(``gamma``, ``eps``, ``norm``, ``episode_stats``, ``omega``, ``criticality``, ``weight_map``, ``w0``,
+``kappa``, ``w_min``, ``w_max``, ``mixture``, ``no_peer``, ``similarity``) or one of the integration
+settings of :class:`VerlSettings` (where to find the step structure in verl's batch). Two advantage
+options fall back to verl's own algorithm keys when they are not set under ``algorithm.gaca``:
+
+- ``gamma``  <- ``algorithm.gamma`` (verl passes it to ``compute_advantage``; verl-agent's GiGPO
+  uses it the same way);
+- ``norm``   <- ``algorithm.norm_adv_by_std_in_grpo`` (True: ``mean_std``, False: ``mean``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from gaca.advantage import AdvantageOptions
+
+BatchLayout = Literal["auto", "step", "trajectory"]
+LogprobSource = Literal["auto", "rollout_log_probs", "old_log_probs"]
+
+
+@dataclass(frozen=True)
+class VerlSettings:
+    """Where the integration finds GACA's inputs in a verl ``DataProto``."""
+
+    layout: BatchLayout = "auto"
+    """'step': one row per step (verl-agent: non-tensor ``uid``, ``traj_uid``, ``anchor_obs``);
+    'trajectory': one row per trajectory, one response-mask span per assistant turn (verl's
+    multi-turn agent loop); 'auto': 'step' when the batch has ``traj_uid``, else 'trajectory'."""
+    logprobs: LogprobSource = "auto"
+    """Batch key of the sampling policy's log-probs [B, L]; 'auto': ``rollout_log_probs`` (the
+    inference engine's, recorded when ``rollout.calculate_log_probs=True``) if present, else
+    ``old_log_probs`` (the actor's recomputation before the update)."""
+    step_reward_key: str = "rewards"
+    """Step layout: key (non-tensor or tensor, [B]) of each step's environment reward r_t
+    (verl-agent stores it as non-tensor ``rewards``). When the key is absent, a step's reward is
+    the sum of its row's ``token_level_rewards``. Trajectory layout: unused (a turn's reward is the
+    sum of ``token_level_rewards`` from its span's first token to the next span's)."""
+    step_key: str = "step"
+    """Step layout: key (non-tensor or tensor, [B] int) of each row's step index within its
+    trajectory. When absent, the rows of a trajectory are taken to be in step order; verl's
+    ``trainer.balance_batch`` reorders rows, so either record the key or turn balancing off."""
+
+    def __post_init__(self) -> None:
+        for name, annotation in get_type_hints(type(self)).items():
+            choices = get_args(annotation) if get_origin(annotation) is Literal else ()
+            if choices and getattr(self, name) not in choices:
+                raise ValueError(f"algorithm.gaca.{name}={getattr(self, name)!r} is not one of {list(choices)}")
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """The settings of one ``compute_advantage`` call."""
+
+    settings: VerlSettings
+    options: dict[str, Any]
+    """Keyword options for ``gaca.advantage.compute_advantages`` (validated)."""
+
+
+def _section(config: Any) -> dict[str, Any]:
+    """The ``gaca`` sub-section of verl's algorithm config as a plain dict ({} when absent)."""
+    if config is None:
+        return {}
+    if isinstance(config, Mapping) or hasattr(config, "get"):
+        section = config.get("gaca", None)
+    else:
+        section = getattr(config, "gaca", None)
+    if section is None:
+        return {}
+    try:  # OmegaConf DictConfig (what verl's trainers pass) -> plain container
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(section, DictConfig):
+            section = OmegaConf.to_container(section, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf ships with verl
+        pass
+    if dataclasses.is_dataclass(section) and not isinstance(section, type):
+        section = dataclasses.asdict(section)
+    if not isinstance(section, Mapping):
+        raise ValueError(f"algorithm.gaca must be a mapping of settings, got {type(section).__name__}")
+    return dict(section)
+
+
+def resolve_config(config: Any, *, gamma: float | None = None, norm_adv_by_std: bool | None = None) -> ResolvedConfig:
+    """Split ``algorithm.gaca`` into integration settings and advantage options.
+
+    Args:
+      config:          verl's ``algorithm`` config (DictConfig, dict, dataclass) or None.
+      gamma:           verl's ``algorithm.gamma``; used when ``algorithm.gaca.gamma`` is unset.
+      norm_adv_by_std: verl's ``algorithm.norm_adv_by_std_in_grpo``; gives ``norm`` when
+                       ``algorithm.gaca.norm`` is unset.
+    Raises:
+      ValueError for an unknown key (listing the valid ones) or a bad value.
+    """
+    section = _section(config)
+    setting_names = {f.name for f in dataclasses.fields(VerlSettings)}
+    option_names = set(AdvantageOptions.names())
+    unknown = sorted(set(section) - setting_names - option_names)
+    if unknown:
+        raise ValueError(
+            f"unknown algorithm.gaca key(s) {unknown}; valid: options {sorted(option_names)}, "
+            f"integration settings {sorted(setting_names)}"
+        )
+    settings = VerlSettings(**{k: v for k, v in section.items() if k in setting_names})
+    options = {k: v for k, v in section.items() if k in option_names}
+    if "gamma" not in options and gamma is not None:
+        options["gamma"] = float(gamma)
+    if "norm" not in options and norm_adv_by_std is not None:
+        options["norm"] = "mean_std" if norm_adv_by_std else "mean"
+    AdvantageOptions.from_kwargs(**options)  # validate now, with the option's name in the error
+    return ResolvedConfig(settings=settings, options=options)
+
+
+__all__ = ["ResolvedConfig", "VerlSettings", "resolve_config"]

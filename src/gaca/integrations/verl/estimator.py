@@ -1,0 +1,220 @@
+"""GACA's estimators inside verl: registry entries and the ``compute_advantage`` wrapper.
+
+verl (0.9.1) hands a registered advantage estimator only ``token_level_rewards``,
+``response_mask``, ``index`` (= non-tensor ``uid``) and ``config``. GACA also needs the rollout's
+log-probs, the trajectory/step structure, the anchors and the step rewards, all of which are in the
+``DataProto`` that ``verl.trainer.ppo.ray_trainer.compute_advantage`` receives. So :func:`install`
+
+1. registers ``gaca``, ``gigpo`` and ``fixed_mix`` in ``core_algos.ADV_ESTIMATOR_REGISTRY`` (so
+   verl's config validation and ``get_adv_estimator_fn`` know the names), and
+2. replaces ``ray_trainer.compute_advantage`` by :func:`compute_advantage`, which handles these
+   names from the whole batch and passes every other name to verl's original function unchanged.
+   Modules that imported the original by name before (e.g. ``verl.trainer.ppo.v1.utils``) are
+   rebound too; modules imported later get the wrapper from ``ray_trainer``.
+
+Per step row i, the token advantage is ``A_i`` on row i's response tokens and 0 elsewhere
+(``returns`` = ``advantages``, as for verl's GRPO).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import torch
+
+from gaca.advantage import AdvantageOutput, compute_advantages
+from gaca.integrations.verl.config import resolve_config
+from gaca.integrations.verl.tables import StepTable, build_step_table
+
+logger = logging.getLogger(__name__)
+
+#: The estimator names this integration adds to verl (each is the ``gaca.advantage`` estimator
+#: of the same name).
+VERL_ESTIMATORS: tuple[str, ...] = ("gaca", "gigpo", "fixed_mix")
+
+# verl's own compute_advantage, set by install().
+_original: Any = None
+
+
+@dataclass(frozen=True)
+class VerlAdvantage:
+    """Result of :func:`gaca_advantage` on one verl batch.
+
+    Attributes:
+      advantages: [B, L] float32 token advantages (0 off the steps' response tokens).
+      output:     the per-step ``AdvantageOutput`` (diagnostics).
+      table:      the step table the batch was read into.
+    """
+
+    advantages: torch.Tensor
+    output: AdvantageOutput
+    table: StepTable
+
+    def metrics(self) -> dict[str, float]:
+        """Scalar diagnostics with namespaced keys (``adv/...``), means over step rows."""
+        out = self.output
+        return {
+            "adv/steps": float(len(self.table.batch)),
+            "adv/mean": float(out.advantage.mean()),
+            "adv/episode_abs_mean": float(out.episode.abs().mean()),
+            "adv/step_level_abs_mean": float(out.step_level.abs().mean()),
+            "adv/weight_mean": float(out.weight.mean()),
+            "adv/peer_frac": float(out.has_peer.float().mean()),
+            "adv/criticality_abs_mean": float(out.criticality.abs().mean()),
+        }
+
+
+def estimator_name(adv_estimator: Any) -> str:
+    """verl passes the estimator as a str or an ``AdvantageEstimator`` enum member."""
+    return adv_estimator.value if isinstance(adv_estimator, Enum) else str(adv_estimator)
+
+
+def gaca_advantage(
+    data: Any,
+    estimator: str,
+    *,
+    config: Any = None,
+    gamma: float | None = None,
+    norm_adv_by_std: bool | None = None,
+) -> VerlAdvantage:
+    """Token advantages of a verl batch by a ``gaca.advantage`` estimator.
+
+    Args:
+      data:            verl ``DataProto`` in the step or trajectory layout (see ``tables``).
+      estimator:       ``gaca``, ``gigpo`` or ``fixed_mix`` (any ``gaca.advantage`` name works).
+      config:          verl's ``algorithm`` config; options under ``algorithm.gaca``.
+      gamma:           verl's ``algorithm.gamma`` (used unless ``algorithm.gaca.gamma`` is set).
+      norm_adv_by_std: verl's ``norm_adv_by_std_in_grpo`` (used unless ``algorithm.gaca.norm`` is set).
+    Returns:
+      ``VerlAdvantage`` with [B, L] advantages in the dtype of ``token_level_rewards``.
+    """
+    resolved = resolve_config(config, gamma=gamma, norm_adv_by_std=norm_adv_by_std)
+    table = build_step_table(data, resolved.settings, need_text=resolved.options.get("similarity") is not None)
+    output = compute_advantages(table.batch, estimator, **resolved.options)
+    dtype = data.batch["token_level_rewards"].dtype
+    advantages = table.to_tokens(output.advantage).to(dtype)
+    return VerlAdvantage(advantages=advantages, output=output, table=table)
+
+
+def _registry_entry(name: str):
+    """The function registered in verl's registry under ``name``.
+
+    It cannot compute GACA from what verl hands a registered estimator (no log-probs, no step
+    structure), so it only runs when :func:`compute_advantage` was bypassed, and says so.
+    """
+
+    def estimator(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                  config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        raise RuntimeError(
+            f"adv_estimator={name!r} was called through verl's plain estimator interface, which passes "
+            "no log-probs, trajectory ids or anchors. It must run through "
+            "gaca.integrations.verl.compute_advantage: import gaca.integrations.verl in every process "
+            "(VERL_USE_EXTERNAL_MODULES=gaca.integrations.verl) and use the trainer that calls "
+            "verl.trainer.ppo.ray_trainer.compute_advantage (trainer.use_v1=False; see docs/verl.md)."
+        )
+
+    estimator.__name__ = f"gaca_verl_{name}"
+    estimator.__qualname__ = estimator.__name__
+    estimator.__doc__ = f"verl registry entry for {name!r}; computed by gaca.integrations.verl.compute_advantage."
+    return estimator
+
+
+_REGISTRY_FNS = {name: _registry_entry(name) for name in VERL_ESTIMATORS}
+
+
+def _original_compute_advantage():
+    if _original is not None:
+        return _original
+    from verl.trainer.ppo import ray_trainer
+
+    return ray_trainer.compute_advantage
+
+
+def compute_advantage(
+    data: Any,
+    adv_estimator: Any,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    num_repeat: int = 1,
+    norm_adv_by_std_in_grpo: bool = True,
+    config: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """Drop-in for ``verl.trainer.ppo.ray_trainer.compute_advantage``.
+
+    For ``adv_estimator`` in ``VERL_ESTIMATORS`` it writes ``advantages`` and ``returns`` [B, L]
+    from :func:`gaca_advantage`; any other estimator goes to verl's original function unchanged
+    (with any extra keywords a forked trainer passes).
+    """
+    name = estimator_name(adv_estimator)
+    if name not in VERL_ESTIMATORS:
+        return _original_compute_advantage()(
+            data, adv_estimator=adv_estimator, gamma=gamma, lam=lam, num_repeat=num_repeat,
+            norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo, config=config, **kwargs,
+        )
+    if "response_mask" not in data.batch.keys():
+        from verl.trainer.ppo.ray_trainer import compute_response_mask
+
+        data.batch["response_mask"] = compute_response_mask(data)
+    result = gaca_advantage(data, name, config=config, gamma=gamma, norm_adv_by_std=norm_adv_by_std_in_grpo)
+    data.batch["advantages"] = result.advantages
+    data.batch["returns"] = result.advantages.clone()
+    if logger.isEnabledFor(logging.INFO):
+        logger.info("%s advantages (%s layout): %s", name, result.table.layout, result.metrics())
+    return data
+
+
+
+def install() -> None:
+    """Register our estimators in verl and route ``compute_advantage`` through GACA (idempotent).
+
+    Safe to call from ``VERL_USE_EXTERNAL_MODULES`` (i.e. while ``import verl`` runs).
+    """
+    global _original
+    from verl.trainer.ppo import core_algos, ray_trainer
+
+    registry = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", None)
+    if registry is None:  # verl forks older than the registry (0.4): routing alone suffices there
+        logger.warning("this verl has no ADV_ESTIMATOR_REGISTRY; only compute_advantage is routed")
+    else:
+        for name, fn in _REGISTRY_FNS.items():
+            registered = registry.get(name)
+            if registered is not None and registered is not fn:
+                logger.warning("replacing verl's %r advantage estimator %s with GACA's", name, registered)
+            registry[name] = fn
+
+    current = ray_trainer.compute_advantage
+    if current is compute_advantage:
+        return
+    original = _original = current
+    ray_trainer.compute_advantage = compute_advantage
+    rebound = []
+    for module_name, module in list(sys.modules.items()):
+        if module_name.startswith("verl") and getattr(module, "compute_advantage", None) is original:
+            module.compute_advantage = compute_advantage
+            rebound.append(module_name)
+    logger.debug("gaca: compute_advantage routed through GACA in %s", rebound)
+
+
+def is_installed() -> bool:
+    """Whether verl's registry and ``compute_advantage`` currently go through this integration."""
+    from verl.trainer.ppo import core_algos, ray_trainer
+
+    return ray_trainer.compute_advantage is compute_advantage and all(
+        core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is fn for name, fn in _REGISTRY_FNS.items()
+    )
+
+
+__all__ = [
+    "VERL_ESTIMATORS",
+    "VerlAdvantage",
+    "compute_advantage",
+    "estimator_name",
+    "gaca_advantage",
+    "install",
+    "is_installed",
+]

@@ -1,0 +1,147 @@
+"""Build verl ``DataProto`` batches of both layouts from a known ``StepBatch``.
+
+Each builder returns the batch and ``owner`` [B, L]: the StepBatch row whose response each token
+is (-1 elsewhere), built here independently of ``gaca.integrations.verl.tables``, so that the
+expected token advantages are ``where(owner >= 0, A[owner], 0)`` with A from ``gaca.advantage``
+on the original StepBatch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from verl import DataProto
+
+from gaca.advantage import StepBatch
+
+PAD, OBS_OPEN, OBS_CLOSE, TRAILER = 0, 11, 12, 13
+
+
+def step_rows_batch(sb: StepBatch, *, with_step: bool = True, seed: int = 0) -> tuple[DataProto, torch.Tensor]:
+    """verl-agent layout: one row per StepBatch row, same order.
+
+    ``token_level_rewards`` carries the *episode* return on each row's last token (as verl-agent's
+    reward manager does), so a test passes only if the step rewards come from ``rewards``.
+    """
+    n = len(sb)
+    mask = sb.mask
+    episode = torch.zeros(n)
+    for g, t in {(int(g), int(t)) for g, t in zip(sb.group_id, sb.traj_id, strict=True)}:
+        rows = (sb.group_id == g) & (sb.traj_id == t)
+        episode[rows] = sb.reward[rows].sum()
+    last = mask.long().sum(1) - 1
+    token_rewards = torch.zeros(mask.shape)
+    token_rewards[torch.arange(n), last] = episode
+    gen = torch.Generator().manual_seed(seed)
+    non_tensors = {
+        "uid": np.array([f"group-{int(g)}" for g in sb.group_id], dtype=object),
+        "traj_uid": np.array([f"traj-{int(g)}-{int(t)}" for g, t in zip(sb.group_id, sb.traj_id, strict=True)],
+                             dtype=object),
+        "anchor_obs": np.array([f"You are in state {int(a)}." for a in sb.anchor], dtype=object),
+        "rewards": sb.reward.numpy().astype(np.float32),
+    }
+    if with_step:
+        non_tensors["step"] = sb.step.numpy()
+    # Noise on padding positions must not matter.
+    logprobs = torch.where(mask, sb.logprobs, -torch.rand(mask.shape, generator=gen) * 50)
+    data = DataProto.from_dict(
+        tensors={
+            "response_mask": mask.long(),
+            "token_level_rewards": token_rewards,
+            "old_log_probs": logprobs,
+            "responses": torch.randint(100, 200, mask.shape, generator=gen),
+        },
+        non_tensors=non_tensors,
+    )
+    owner = torch.where(mask, torch.arange(n).unsqueeze(1), -1)
+    return data, owner
+
+
+def trajectory_rows_batch(
+    sb: StepBatch, *, seed: int = 0, prompt_len: int = 6
+) -> tuple[DataProto, torch.Tensor]:
+    """verl multi-turn agent-loop layout: one row per trajectory, rows shuffled.
+
+    Row = span(step 0), obs(step 1), span(step 1), ..., span(last)[, trailer obs], padding.
+    obs(k) = [OBS_OPEN, 1000 + anchor_k, OBS_CLOSE]; step 0's observation is in the prompt
+    (left-padded ``[1, 500 + group, 1000 + anchor_0, 2]``). Step k's reward sits on its span's
+    last token or on the first token of the observation after it (chosen at random), both of
+    which belong to turn k.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    pairs = sorted({(int(g), int(t)) for g, t in zip(sb.group_id, sb.traj_id, strict=True)})
+    order = torch.randperm(len(pairs), generator=gen).tolist()
+    rows = []
+    for index in order:
+        g, t = pairs[index]
+        members = torch.nonzero((sb.group_id == g) & (sb.traj_id == t)).flatten()
+        members = members[torch.argsort(sb.step[members])]
+        tokens, mask, logp, reward, owner = [], [], [], [], []
+        pending = []  # (position, value): rewards placed on a token appended later
+        for k, i in enumerate(members.tolist()):
+            if k > 0:
+                tokens += [OBS_OPEN, 1000 + int(sb.anchor[i]), OBS_CLOSE]
+                mask += [0] * 3
+                logp += [0.0] * 3
+                reward += [0.0] * 3
+                owner += [-1] * 3
+            span = sb.logprobs[i][sb.mask[i]].tolist()
+            tokens += torch.randint(100, 200, (len(span),), generator=gen).tolist()
+            mask += [1] * len(span)
+            logp += span
+            reward += [0.0] * len(span)
+            owner += [i] * len(span)
+            on_obs = k + 1 < len(members) and bool(torch.rand((), generator=gen) < 0.5)
+            # On the next observation's first token (appended next iteration) or the span's last.
+            pending.append((len(reward) if on_obs else len(reward) - 1, float(sb.reward[i])))
+        for position, value in pending:
+            reward[position] += value
+        if bool(torch.rand((), generator=gen) < 0.5):  # final environment feedback after the last turn
+            tokens += [TRAILER, TRAILER]
+            mask += [0, 0]
+            logp += [0.0, 0.0]
+            reward += [0.0, 0.0]
+            owner += [-1, -1]
+        prompt = [1, 500 + g, 1000 + int(sb.anchor[members[0]]), 2]
+        rows.append((prompt, tokens, mask, logp, reward, owner))
+    width = max(len(r[1]) for r in rows)
+    size = len(rows)
+
+    def padded(i: int, fill: float, dtype: torch.dtype) -> torch.Tensor:
+        out = torch.full((size, width), fill, dtype=dtype)
+        for b, row in enumerate(rows):
+            out[b, : len(row[i])] = torch.tensor(row[i], dtype=dtype)
+        return out
+
+    responses = padded(1, PAD, torch.int64)
+    response_mask = padded(2, 0, torch.int64)
+    logprobs = padded(3, 0.0, torch.float32)
+    rewards = padded(4, 0.0, torch.float32)
+    owner = padded(5, -1, torch.int64)
+    valid = torch.zeros(size, width, dtype=torch.int64)
+    prompts = torch.full((size, prompt_len), PAD, dtype=torch.int64)
+    prompt_valid = torch.zeros(size, prompt_len, dtype=torch.int64)
+    for b, row in enumerate(rows):
+        valid[b, : len(row[1])] = 1
+        prompts[b, prompt_len - len(row[0]):] = torch.tensor(row[0])
+        prompt_valid[b, prompt_len - len(row[0]):] = 1
+    logprobs = torch.where(response_mask.bool(), logprobs, -torch.rand(size, width, generator=gen) * 50)
+    data = DataProto.from_dict(
+        tensors={
+            "prompts": prompts,
+            "responses": responses,
+            "input_ids": torch.cat([prompts, responses], dim=1),
+            "attention_mask": torch.cat([prompt_valid, valid], dim=1),
+            "response_mask": response_mask,
+            "token_level_rewards": rewards,
+            "rollout_log_probs": logprobs,
+            "old_log_probs": logprobs + 0.5,  # must be ignored: rollout_log_probs wins in 'auto'
+        },
+        non_tensors={"uid": np.array([f"group-{pairs[i][0]}" for i in order], dtype=object)},
+    )
+    return data, owner
+
+
+def expected_tokens(advantage: torch.Tensor, owner: torch.Tensor) -> torch.Tensor:
+    """[B, L] token advantages: A[owner] on owned tokens, 0 elsewhere."""
+    return torch.where(owner >= 0, advantage[owner.clamp(min=0)], torch.zeros((), dtype=advantage.dtype))
