@@ -1,0 +1,753 @@
+"""Generate ALFWorld games offline: PDDL problems for the six task families, solved by the planner.
+
+``alfworld`` ships the PDDL domain (``alfred.pddl``), the text grammar (``alfred.twl2``), the
+floor-plan layouts and the experts, but not its game files. This module writes the games itself,
+in the official on-disk format, so that alfworld's own TextWorld PDDL environment (with its
+demangler, infos and expert wrappers) plays them unchanged:
+
+    <root>/json_2.1.1/<split>/<task_type>-<Obj>-<Mrecep>-<Recep>-<scene>/<trial>/
+        initial_state.pddl   the PDDL problem (ALFRED's mangled ids: ``Apple_bar__plus_00_dot_47...``)
+        traj_data.json       task_type, pddl_params, scene, templated goal text (+ a ``gaca`` block)
+        game.tw-pddl         {pddl_domain, grammar (goal text filled in), pddl_problem, solvable, walkthrough}
+
+A game is a deterministic function of ``(seed, split, index, GenConfig)``. Game ``index`` belongs to
+family ``TASK_TYPES[index % 6]``; its scene, target object and receptacle are drawn until their
+``(scene, object, receptacle)`` combination falls in the requested split (a stable hash assigns
+every combination to exactly one split, so train and eval share none). The world is then filled
+(target instances, distractors, lamps), written, and checked with the planner expert: the game is
+kept only if executing the expert's plan wins within ``max_plan_length`` steps; otherwise the next
+attempt is drawn. Generated games are cached on disk under a directory named by the config hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import alfworld.gen.constants as alfred
+from alfworld.gen import goal_library
+from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
+
+from gaca.envs.alfworld.scenes import (
+    LAMP_HOLDERS,
+    STATIC_RECEPTACLES,
+    Receptacle,
+    Scene,
+    can_contain,
+    load_scene,
+    scene_numbers,
+)
+
+logger = logging.getLogger(__name__)
+
+#: The six ALFWorld task families, in ALFWorld's own order (``alfred_tw_env.TASK_TYPES``).
+TASK_TYPES: tuple[str, ...] = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
+#: Bumped whenever generated games would change: part of the cache key.
+GENERATOR_VERSION = 1
+#: Directory name of the official data release the layout mirrors.
+DATA_VERSION_DIR = "json_2.1.1"
+#: gaca split -> directory of the official layout ("eval": unseen (scene, object, receptacle) combinations).
+SPLIT_DIRS: dict[str, str] = {"train": "train", "eval": "valid_unseen"}
+
+Split = Literal["train", "eval"]
+
+# The appliance each state-changing family needs, and the property its object must have.
+_APPLIANCE = {
+    "pick_clean_then_place_in_recep": "SinkBasin",
+    "pick_heat_then_place_in_recep": "Microwave",
+    "pick_cool_then_place_in_recep": "Fridge",
+}
+_PROPERTY = {
+    "pick_clean_then_place_in_recep": "Cleanable",
+    "pick_heat_then_place_in_recep": "Heatable",
+    "pick_cool_then_place_in_recep": "Coolable",
+}
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    """Difficulty knobs of the game generator (all part of the cache key)."""
+
+    max_receptacles: int | None = None
+    """Keep at most this many receptacles of the floor plan (the task's own always kept); None: all."""
+    num_distractors: int = 12
+    """Objects of other classes scattered over the receptacles."""
+    closed_prob: float | None = None
+    """Probability that each target instance starts inside a closed (openable) receptacle;
+    None: uniform over the compatible receptacles, as in ALFRED."""
+    max_target_instances: int = 3
+    """Instances of the target class: uniform in [1, this] ([2, this + 1] for pick_two)."""
+    max_plan_length: int = 30
+    """Reject a game whose expert plan is longer (ALFWorld's step limit is 50)."""
+    eval_fraction: float = 0.2
+    """Share of (scene, object, receptacle) combinations that belong to the eval split."""
+
+    def __post_init__(self) -> None:
+        if self.max_receptacles is not None and self.max_receptacles < 3:
+            raise ValueError(f"max_receptacles must be >= 3 or None, got {self.max_receptacles}")
+        if self.num_distractors < 0:
+            raise ValueError(f"num_distractors must be >= 0, got {self.num_distractors}")
+        if self.closed_prob is not None and not 0.0 <= self.closed_prob <= 1.0:
+            raise ValueError(f"closed_prob must be in [0, 1] or None, got {self.closed_prob}")
+        if self.max_target_instances < 1:
+            raise ValueError(f"max_target_instances must be >= 1, got {self.max_target_instances}")
+        if self.max_plan_length < 1:
+            raise ValueError(f"max_plan_length must be >= 1, got {self.max_plan_length}")
+        if not 0.0 < self.eval_fraction < 1.0:
+            raise ValueError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
+
+    def key(self) -> str:
+        """Short stable hash of the knobs and the generator version (names the cache directory)."""
+        blob = json.dumps({"v": GENERATOR_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
+        return hashlib.sha1(blob.encode()).hexdigest()[:10]
+
+
+@dataclass(frozen=True)
+class GameRecord:
+    """One generated (or official) game: where it lies and what it asks."""
+
+    game_file: str
+    """Path of the ``game.tw-pddl`` file."""
+    task_id: str
+    task_type: str
+    task: str
+    """Goal text as the game shows it ("put a clean mug in coffeemachine.")."""
+    scene: int
+    object_target: str
+    parent_target: str
+    """Goal receptacle class; for look_at_obj_in_light the lamp class."""
+    expert_plan: tuple[str, ...] = field(default=())
+    """The planner expert's plan from the initial state (empty when unknown)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-JSON form (paths as stored)."""
+        d = dataclasses.asdict(self)
+        d["expert_plan"] = list(self.expert_plan)
+        return d
+
+
+# ---------------------------------------------------------------------------------------------
+# Task sampling
+# ---------------------------------------------------------------------------------------------
+
+
+def combo_split(scene: int, obj: str, recep: str, eval_fraction: float = 0.2) -> Split:
+    """The split owning the (scene, target object, receptacle) combination (stable hash)."""
+    h = int(hashlib.sha1(f"{scene}|{obj}|{recep}".encode()).hexdigest()[:8], 16)
+    return "eval" if (h % 10_000) < eval_fraction * 10_000 else "train"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task before the world is filled in."""
+
+    task_type: str
+    scene: int
+    obj: str
+    recep: str
+    """Goal receptacle class ("" for look_at_obj_in_light)."""
+    toggle: str
+    """Lamp class for look_at_obj_in_light, else ""."""
+
+    @property
+    def combo(self) -> tuple[int, str, str]:
+        """(scene, object, receptacle) that the split is decided on (the lamp for look tasks)."""
+        return (self.scene, self.obj, self.recep or self.toggle)
+
+
+def _family_scenes(task_type: str) -> list[Scene]:
+    rooms = alfred.GOALS_VALID[task_type]
+    out = []
+    for num in scene_numbers():
+        s = load_scene(num)
+        if s.room not in rooms:
+            continue
+        rtypes = set(s.receptacle_types)
+        if task_type in _APPLIANCE and _APPLIANCE[task_type] not in rtypes:
+            continue
+        if task_type == "look_at_obj_in_light" and not (s.lamps and rtypes & set(LAMP_HOLDERS)):
+            continue
+        out.append(s)
+    return out
+
+
+def _candidate_tasks(task_type: str, scene: Scene) -> list[TaskSpec]:
+    """Every (object, receptacle[, lamp]) this scene supports for the family."""
+    rtypes = scene.receptacle_types
+    tasks = []
+    for obj in scene.object_types:
+        if task_type in _PROPERTY and obj not in alfred.VAL_ACTION_OBJECTS[_PROPERTY[task_type]]:
+            continue
+        appliance = _APPLIANCE.get(task_type)
+        if task_type == "look_at_obj_in_light":
+            # The object must start somewhere it can be taken from.
+            if not any(can_contain(r, obj) for r in rtypes):
+                continue
+            tasks.extend(TaskSpec(task_type, scene.num, obj, "", lamp) for lamp in scene.lamps)
+            continue
+        for recep in rtypes:
+            if recep == appliance or not can_contain(recep, obj):
+                continue
+            # The object must be able to start in a receptacle of another class (not the appliance
+            # for cooling: ALFWorld counts whatever lies in a fridge as cool).
+            starts = [r for r in rtypes if r != recep and can_contain(r, obj)]
+            if task_type == "pick_cool_then_place_in_recep":
+                starts = [r for r in starts if r != "Fridge"]
+            if starts:
+                tasks.append(TaskSpec(task_type, scene.num, obj, recep, ""))
+    return tasks
+
+
+def sample_task(task_type: str, split: Split, rng: random.Random, cfg: GenConfig) -> TaskSpec:
+    """Draw a task of ``task_type`` whose combination belongs to ``split``."""
+    if task_type not in TASK_TYPES:
+        raise ValueError(f"unknown task type {task_type!r}; known: {TASK_TYPES}")
+    scenes = _family_scenes(task_type)
+    for _ in range(200):
+        scene = rng.choice(scenes)
+        cands = [t for t in _candidate_tasks(task_type, scene) if combo_split(*t.combo, cfg.eval_fraction) == split]
+        if cands:
+            return rng.choice(cands)
+    raise RuntimeError(f"no {task_type} task found for split {split!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# World filling and PDDL writing
+# ---------------------------------------------------------------------------------------------
+
+
+def mangle(name: str) -> str:
+    """ALFRED's PDDL-safe spelling of an id (``PlannedGameState.fix_pddl_str_chars``)."""
+    for a, b in (("-", "_minus_"), ("|", "_bar_"), ("+", "_plus_"), (".", "_dot_"), (",", "_comma_")):
+        name = name.replace(a, b)
+    return name
+
+
+def _loc(pose: tuple[int, int, int, int]) -> str:
+    return "loc|{}|{}|{}|{}".format(*pose)
+
+
+def _fmt(v: float) -> str:
+    return f"{v:+06.2f}"
+
+
+@dataclass
+class World:
+    """A filled-in game: receptacles, objects and where everything is."""
+
+    spec: TaskSpec
+    receptacles: list[Receptacle]
+    locations: dict[str, str]
+    """receptacle id -> location id (unique per receptacle, so "go to X" names one place)."""
+    objects: list[tuple[str, str, str]]
+    """(object id, object class, receptacle id it lies in)."""
+    agent_loc: str
+    toggleable: set[str]
+
+
+def build_world(spec: TaskSpec, rng: random.Random, cfg: GenConfig) -> World:
+    """Choose receptacles, place target instances, lamps and distractors (all from ``rng``)."""
+    scene = load_scene(spec.scene)
+    recs = list(scene.receptacles)
+    appliance = _APPLIANCE.get(spec.task_type)
+
+    # Receptacle subset: the goal class, the appliance and a lamp holder are always kept.
+    if cfg.max_receptacles is not None and len(recs) > cfg.max_receptacles:
+        needed: list[Receptacle] = []
+        for rtype in filter(None, (spec.recep, appliance)):
+            needed.append(rng.choice([r for r in recs if r.rtype == rtype]))
+        if spec.toggle:
+            needed.append(rng.choice([r for r in recs if r.rtype in LAMP_HOLDERS]))
+        start_ok = [
+            r for r in recs
+            if r.rtype != spec.recep and can_contain(r.rtype, spec.obj) and r not in needed
+            and not (spec.task_type == "pick_cool_then_place_in_recep" and r.rtype == "Fridge")
+        ]
+        needed.append(rng.choice(start_ok))
+        rest = [r for r in recs if r not in needed]
+        rng.shuffle(rest)
+        keep = set(needed) | set(rest[: max(0, cfg.max_receptacles - len(needed))])
+        recs = [r for r in recs if r in keep]  # keep the scene's order
+
+    # Unique locations (two drawers opened from one spot get distinct horizons).
+    locations: dict[str, str] = {}
+    used: set[tuple[int, int, int, int]] = set()
+    for r in recs:
+        x, z, rot, hor = r.pose
+        while (x, z, rot, hor) in used:
+            hor += 15
+        used.add((x, z, rot, hor))
+        locations[r.id] = _loc((x, z, rot, hor))
+    for _ in range(1000):
+        px, pz = rng.choice(scene.points)
+        pose = (round(px / 0.25), round(pz / 0.25), rng.choice((0, 90, 180, 270)), 30)
+        if pose not in used:
+            break
+    agent_loc = _loc(pose)
+
+    objects: list[tuple[str, str, str]] = []
+    taken_ids: set[str] = set()
+
+    def new_id(otype: str, r: Receptacle) -> str:
+        while True:
+            x, z = r.pose[0] * 0.25 + rng.uniform(-0.6, 0.6), r.pose[1] * 0.25 + rng.uniform(-0.6, 0.6)
+            oid = f"{otype}|{_fmt(x)}|{_fmt(rng.uniform(0.0, 1.8))}|{_fmt(z)}"
+            if oid not in taken_ids:
+                taken_ids.add(oid)
+                return oid
+
+    # Target instances: never already in a goal-class receptacle (nor the fridge for cooling).
+    lo, hi = (2, cfg.max_target_instances + 1) if spec.task_type == "pick_two_obj_and_place" else (
+        1, cfg.max_target_instances)
+    n_target = rng.randint(lo, hi)
+    starts = [
+        r for r in recs
+        if can_contain(r.rtype, spec.obj) and r.rtype != spec.recep
+        and not (spec.task_type == "pick_cool_then_place_in_recep" and r.rtype == "Fridge")
+    ]
+    if not starts:
+        raise RuntimeError(f"no start receptacle for {spec}")
+    closed = [r for r in starts if r.openable]
+    open_ = [r for r in starts if not r.openable]
+    for _ in range(n_target):
+        pool = starts
+        if cfg.closed_prob is not None and closed and open_:
+            pool = closed if rng.random() < cfg.closed_prob else open_
+        r = rng.choice(pool)
+        objects.append((new_id(spec.obj, r), spec.obj, r.id))
+
+    # Lamps stand on lamp holders (only the task's lamp is toggleable, as in ALFWorld's games).
+    toggleable: set[str] = set()
+    holders = [r for r in recs if r.rtype in LAMP_HOLDERS]
+    if holders:
+        for lamp in scene.lamps:
+            r = rng.choice(holders)
+            lid = new_id(lamp, r)
+            objects.append((lid, lamp, r.id))
+            if lamp == spec.toggle:
+                toggleable.add(lid)
+
+    # Distractors: other classes of the scene, on receptacles that can hold them.
+    others = [o for o in scene.object_types if o != spec.obj]
+    for _ in range(cfg.num_distractors):
+        if not others:
+            break
+        otype = rng.choice(others)
+        fits = [r for r in recs if can_contain(r.rtype, otype)]
+        if spec.task_type in ("pick_and_place_simple", "pick_two_obj_and_place") and not fits:
+            continue
+        if fits:
+            r = rng.choice(fits)
+            objects.append((new_id(otype, r), otype, r.id))
+    return World(spec, recs, locations, objects, agent_loc, toggleable)
+
+
+def goal_pddl(spec: TaskSpec) -> str:
+    """The family's goal formula from alfworld's goal library (ALFRED's ``#`` typing fixed)."""
+    g = goal_library.gdict[spec.task_type]["pddl"]
+    return g.format(obj=spec.obj, recep=spec.recep, toggle=spec.toggle).replace("#", "-")
+
+
+def problem_pddl(world: World, name: str) -> str:
+    """Write the PDDL problem of ``world`` (ALFRED's layout of ``initial_state.pddl``)."""
+    m = mangle
+    # Every class is declared as a type constant (the domain names e.g. SinkBasinType, KnifeType).
+    otypes = sorted(set(alfred.OBJECTS_SET) - STATIC_RECEPTACLES)
+    rtypes = sorted(STATIC_RECEPTACLES)
+    present_otypes = sorted({o for _, o, _ in world.objects})
+    locs = sorted(set(world.locations.values()) | {world.agent_loc})
+    rec_by_id = {r.id: r for r in world.receptacles}
+
+    objs = ["agent1 - agent"]
+    objs += [f"{t}Type - otype" for t in otypes]
+    objs += [f"{t}Type - rtype" for t in rtypes]
+    objs += [f"{m(oid)} - object" for oid, _, _ in sorted(world.objects)]
+    objs += [f"{m(r.id)} - receptacle" for r in world.receptacles]
+    objs += [f"{m(loc)} - location" for loc in locs]
+
+    init: list[str] = []
+    for r in world.receptacles:
+        init.append(f"(receptacleType {m(r.id)} {r.rtype}Type)")
+    for oid, otype, _ in sorted(world.objects):
+        init.append(f"(objectType {m(oid)} {otype}Type)")
+    for rt in sorted({r.rtype for r in world.receptacles}):
+        init += [f"(canContain {rt}Type {ot}Type)" for ot in present_otypes if can_contain(rt, ot)]
+    for oid, otype, _ in sorted(world.objects):
+        if otype not in ("DeskLamp", "FloorLamp"):
+            init.append(f"(pickupable {m(oid)})")
+        if otype in alfred.MOVABLE_RECEPTACLES_SET:
+            init.append(f"(isReceptacleObject {m(oid)})")
+        for prop, pred in (("Cleanable", "cleanable"), ("Heatable", "heatable"), ("Coolable", "coolable"),
+                           ("Sliceable", "sliceable")):
+            if otype in alfred.VAL_ACTION_OBJECTS[prop]:
+                init.append(f"({pred} {m(oid)})")
+        if oid in world.toggleable:
+            init.append(f"(toggleable {m(oid)})")
+    for r in world.receptacles:
+        if r.openable:
+            init.append(f"(openable {m(r.id)})")
+    init.append(f"(atLocation agent1 {m(world.agent_loc)})")
+    for oid, _, rid in sorted(world.objects):
+        init.append(f"(inReceptacle {m(oid)} {m(rid)})")
+    for r in world.receptacles:
+        init.append(f"(receptacleAtLocation {m(r.id)} {m(world.locations[r.id])})")
+    for oid, _, rid in sorted(world.objects):
+        init.append(f"(objectAtLocation {m(oid)} {m(world.locations[rec_by_id[rid].id])})")
+
+    sep = "\n        "
+    return (
+        f"(define (problem plan_{name})\n(:domain alfred)\n(:objects\n        {sep.join(objs)}\n        )\n\n"
+        f"(:init\n        {sep.join(init)}\n        )\n\n{goal_pddl(world.spec)}"
+    )
+
+
+def task_text(spec: TaskSpec, rng: random.Random) -> str:
+    """ALFWorld's templated goal description (alfworld's ``get_templated_task_desc``, seeded)."""
+    template = rng.choice(goal_library.gdict[spec.task_type]["templates"])
+    return template.format(obj=spec.obj.lower(), recep=spec.recep.lower(), toggle=spec.toggle.lower(), mrecep="")
+
+
+def traj_data(spec: TaskSpec, trial: str, desc: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """The subset of ALFRED's ``traj_data.json`` that alfworld reads, plus a ``gaca`` block."""
+    return {
+        "task_id": trial,
+        "task_type": spec.task_type,
+        "pddl_params": {
+            "object_target": spec.obj,
+            "parent_target": spec.recep,
+            "toggle_target": spec.toggle,
+            "mrecep_target": "",
+            "object_sliced": False,
+        },
+        "scene": {"floor_plan": f"FloorPlan{spec.scene}", "scene_num": spec.scene},
+        "turk_annotations": {"anns": [{"task_desc": desc, "high_descs": [], "assignment_id": "gaca-template"}]},
+        "gaca": extra,
+    }
+
+
+def task_dirname(spec: TaskSpec) -> str:
+    """ALFRED's task directory name ``<task_type>-<Obj>-<Mrecep>-<Recep>-<scene>``."""
+    return f"{spec.task_type}-{spec.obj}-None-{spec.recep or spec.toggle}-{spec.scene}"
+
+
+def game_logic(desc: str) -> dict[str, str]:
+    """The bundled domain and grammar, with the goal text filled in (``add_task_to_grammar``)."""
+    with open(ALFRED_PDDL_PATH) as f:
+        domain = f.read()
+    with open(ALFRED_TWL2_PATH) as f:
+        grammar = f.read()
+    return {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", desc)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Playing with alfworld's wrappers; the planner expert
+# ---------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _keep_argv() -> Iterator[None]:
+    """fast_downward's translator overwrites ``sys.argv``; put it back."""
+    argv = list(sys.argv)
+    try:
+        yield
+    finally:
+        sys.argv[:] = argv
+
+
+_FREE_LIBS: list[Any] = []
+
+
+def make_tw_env(expert: bool, facts: bool = False) -> Any:
+    """alfworld's TextWorld PDDL environment with its demangler, infos and (planner) expert wrappers.
+
+    Each PddlEnv holds its own copy of fast-downward's shared library. Unloading one (dlclose)
+    and loading another crashes the process, so closed envs hand their copy back to a per-process
+    free list (see ``close_tw_env``) and new envs take it from there.
+    """
+    import fast_downward
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import (
+        AlfredDemangler,
+        AlfredExpert,
+        AlfredExpertType,
+        AlfredInfos,
+    )
+    from textworld.envs import PddlEnv
+
+    infos = textworld.EnvInfos(won=True, admissible_commands=True, facts=facts, extras=["gamefile"])
+    if _FREE_LIBS:
+        lib, load_lib = _FREE_LIBS.pop(), fast_downward.load_lib
+        fast_downward.load_lib = lambda: lib  # PddlEnv.__init__ calls fast_downward.load_lib()
+        try:
+            pddl_env = PddlEnv(infos)
+        finally:
+            fast_downward.load_lib = load_lib
+    else:
+        pddl_env = PddlEnv(infos)
+    env = AlfredInfos(AlfredDemangler(pddl_env, shuffle=False))
+    if expert:
+        env = AlfredExpert(env, expert_type=AlfredExpertType.PLANNER)
+    return env
+
+
+def load_game(env: Any, game_file: str) -> None:
+    """``env.load(game_file)`` with ``sys.argv`` protected."""
+    with _keep_argv():
+        env.load(game_file)
+
+
+def close_tw_env(env: Any) -> None:
+    """Hand the env's fast-downward library copy back for reuse (never unloaded, see make_tw_env)."""
+    pddl_env = env.unwrapped
+    lib = getattr(pddl_env, "downward_lib", None)
+    if lib is not None:
+        pddl_env.downward_lib = None
+        _FREE_LIBS.append(lib)
+
+
+def solve(game_file: str, env: Any | None = None, max_steps: int = 50) -> list[str] | None:
+    """Plan with alfworld's planner expert and execute the plan; the plan if it wins, else None."""
+    own = env is None
+    env = env or make_tw_env(expert=True)
+    try:
+        load_game(env, game_file)
+        state = env.reset()
+        plan = list(state["extra.expert_plan"])
+        if not plan:
+            return None
+        for cmd in plan[:max_steps]:
+            if cmd not in state["admissible_commands"]:
+                return None
+            state, _, done = env.step(cmd)
+            if done:
+                break
+        return plan if state["won"] else None
+    finally:
+        if own:
+            close_tw_env(env)
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation with an on-disk cache
+# ---------------------------------------------------------------------------------------------
+
+
+def default_cache_dir() -> str:
+    """``$GACA_CACHE/alfworld`` or ``~/.cache/gaca/alfworld``."""
+    root = os.environ.get("GACA_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "gaca")
+    return os.path.join(root, "alfworld")
+
+
+def games_root(cache_dir: str | None, cfg: GenConfig) -> str:
+    """Root of the official-style layout holding the games generated with ``cfg``."""
+    return os.path.join(cache_dir or default_cache_dir(), f"gen-{cfg.key()}")
+
+
+def _record_path(root: str, split: Split, seed: int, index: int) -> str:
+    return os.path.join(root, "index", split, f"seed{seed}", f"{index:06d}.json")
+
+
+def generate_game(
+    index: int,
+    split: Split = "train",
+    seed: int = 0,
+    cfg: GenConfig | None = None,
+    cache_dir: str | None = None,
+    max_attempts: int = 50,
+) -> GameRecord:
+    """Game ``index`` of ``split`` for ``seed`` (generated once, then read from the cache)."""
+    if split not in SPLIT_DIRS:
+        raise ValueError(f"split must be one of {sorted(SPLIT_DIRS)}, got {split!r}")
+    cfg = cfg or GenConfig()
+    root = games_root(cache_dir, cfg)
+    rec_path = _record_path(root, split, seed, index)
+    if os.path.exists(rec_path):
+        with open(rec_path) as f:
+            d = json.load(f)
+        d["game_file"] = os.path.join(root, d["game_file"])
+        d["expert_plan"] = tuple(d["expert_plan"])
+        return GameRecord(**d)
+
+    t0 = time.perf_counter()
+    task_type = TASK_TYPES[index % len(TASK_TYPES)]
+    for attempt in range(max_attempts):
+        rng = random.Random(f"gaca-alfworld|{seed}|{split}|{index}|{attempt}")
+        spec = sample_task(task_type, split, rng, cfg)
+        world = build_world(spec, rng, cfg)
+        trial = f"trial_gaca_s{seed}_{split}_{index:06d}_a{attempt}"
+        desc = task_text(spec, rng)
+        problem = problem_pddl(world, trial)
+        rel_dir = os.path.join(DATA_VERSION_DIR, SPLIT_DIRS[split], task_dirname(spec), trial)
+        tmp = tempfile.mkdtemp(prefix=".tmp-", dir=_ensure(root))
+        try:
+            game_file = os.path.join(tmp, "game.tw-pddl")
+            gamedata = {**game_logic(desc), "pddl_problem": problem, "solvable": None, "walkthrough": None}
+            with open(game_file, "w") as f:
+                json.dump(gamedata, f)
+            with open(os.path.join(tmp, "initial_state.pddl"), "w") as f:
+                f.write(problem)
+            meta = {"seed": seed, "split": split, "index": index, "attempt": attempt,
+                    "gen_config": dataclasses.asdict(cfg), "generator_version": GENERATOR_VERSION}
+            with open(os.path.join(tmp, "traj_data.json"), "w") as f:
+                json.dump(traj_data(spec, trial, desc, meta), f, indent=1)
+            plan = _solve_with_timeout(game_file, SOLVE_TIMEOUT_S)
+            if plan is None or len(plan) > cfg.max_plan_length:
+                logger.debug("game %s attempt %d rejected (plan=%s)", trial, attempt,
+                             None if plan is None else len(plan))
+                continue
+            gamedata.update(solvable=True, walkthrough=plan)
+            with open(game_file, "w") as f:
+                json.dump(gamedata, f)
+            final = os.path.join(root, rel_dir)
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            try:
+                os.rename(tmp, final)
+            except OSError:  # another process generated the same game first
+                pass
+            rec = GameRecord(
+                game_file=os.path.join(rel_dir, "game.tw-pddl"),
+                task_id=trial,
+                task_type=task_type,
+                task=desc + ".",
+                scene=spec.scene,
+                object_target=spec.obj,
+                parent_target=spec.recep or spec.toggle,
+                expert_plan=tuple(plan),
+            )
+            _write_json_atomic(rec_path, rec.to_json())
+            logger.debug("generated %s in %.2fs", trial, time.perf_counter() - t0)
+            return dataclasses.replace(rec, game_file=os.path.join(root, rec.game_file))
+        finally:
+            if os.path.isdir(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
+    raise RuntimeError(f"could not generate a solvable {task_type} game (split={split}, seed={seed}, index={index})")
+
+
+def generate_games(
+    split: Split = "train",
+    num_games: int = 60,
+    seed: int = 0,
+    cfg: GenConfig | None = None,
+    cache_dir: str | None = None,
+) -> list[GameRecord]:
+    """Games ``0 .. num_games - 1`` of ``split`` (families round-robin), generating missing ones."""
+    return [generate_game(i, split, seed, cfg, cache_dir) for i in range(num_games)]
+
+
+#: Seconds the planner may take on one candidate game before it is rejected (the search in
+#: fast-downward's library cannot be interrupted, so it runs in a child process that is killed).
+SOLVE_TIMEOUT_S = 60.0
+
+
+def _solver_main(conn: Any) -> None:
+    env = make_tw_env(expert=True)
+    while True:
+        try:
+            game_file = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        try:
+            conn.send(solve(game_file, env))
+        except Exception as exc:  # an engine error: the candidate is rejected
+            conn.send(f"error: {type(exc).__name__}: {exc}")
+
+
+class _SolverProcess:
+    """A child process that checks games with the planner expert, killed and restarted on timeout."""
+
+    def __init__(self) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_solver_main, args=(child,), daemon=True, name="gaca-alf-solver")
+        self.proc.start()
+        child.close()
+
+    def solve(self, game_file: str, timeout: float) -> list[str] | None:
+        self.conn.send(game_file)
+        if not self.conn.poll(timeout):
+            logger.warning("planner timed out after %.0fs on %s; candidate rejected", timeout, game_file)
+            self.proc.kill()
+            self.proc.join()
+            _SOLVER.clear()
+            return None
+        try:
+            out = self.conn.recv()
+        except (EOFError, ConnectionResetError, OSError) as exc:
+            logger.warning("planner process died on %s (%s); candidate rejected", game_file, exc)
+            self.proc.join(timeout=5)
+            _SOLVER.clear()
+            return None
+        if isinstance(out, str):
+            logger.warning("planner failed on %s: %s", game_file, out)
+            return None
+        return out
+
+
+_SOLVER: list[_SolverProcess] = []
+
+
+def _solve_with_timeout(game_file: str, timeout: float) -> list[str] | None:
+    if not _SOLVER or not _SOLVER[0].proc.is_alive():
+        _SOLVER[:] = [_SolverProcess()]
+    return _SOLVER[0].solve(game_file, timeout)
+
+
+def _ensure(path: str) -> str:
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _write_json_atomic(path: str, obj: Any) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+__all__ = [
+    "DATA_VERSION_DIR",
+    "SPLIT_DIRS",
+    "TASK_TYPES",
+    "GameRecord",
+    "GenConfig",
+    "TaskSpec",
+    "World",
+    "build_world",
+    "close_tw_env",
+    "combo_split",
+    "default_cache_dir",
+    "game_logic",
+    "games_root",
+    "generate_game",
+    "generate_games",
+    "goal_pddl",
+    "load_game",
+    "make_tw_env",
+    "mangle",
+    "problem_pddl",
+    "sample_task",
+    "solve",
+    "task_text",
+]

