@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
+from gaca.envs import agents
 from gaca.envs.webshop.env import SEARCH_ACTION
 from gaca.envs.webshop.reward import tokenize
 
@@ -22,24 +22,16 @@ class OracleAgent:
         return plan[0]
 
 
-class RandomAgent:
+class RandomAgent(agents.RandomAgent):
     """Picks uniformly among the admissible actions; searches a random subset of the instruction's words.
 
     Args:
       seed: seed of the agent's own generator (same seed, same actions on the same episodes).
     """
 
-    def __init__(self, seed: int = 0) -> None:
-        self.seed = seed
-        self.rng = random.Random(seed)
-
-    def reset(self, episode_seed: int) -> None:
-        """Re-seed from (seed, episode_seed), so an episode's actions do not depend on earlier ones."""
-        self.rng = random.Random(f"{self.seed}|{episode_seed}")
-
     def act(self, obs: str, info: dict[str, Any]) -> str:
         """A random admissible action (a concrete query in place of ``search[<your query>]``)."""
-        action = self.rng.choice(info["admissible_actions"])
+        action = super().act(obs, info)
         if action == SEARCH_ACTION:
             words = tokenize(info["task"]) or ["shop"]
             k = self.rng.randint(1, min(6, len(words)))
