@@ -26,10 +26,10 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m slow
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/advantage_speed.py

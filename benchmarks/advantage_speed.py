@@ -54,7 +54,7 @@ import json, sys, torch
 from gaca.advantage import StepBatch, compute_advantages
 from gaca.advantage.synthetic import synthetic_batch
 batch = synthetic_batch(int(sys.argv[1]), seed=1)
-fields = {k: getattr(batch, k) for k in %r}
+fields = {k: getattr(batch, k) for k in FIELDS_TUPLE}
 del batch
 def status(key):
     for line in open("/proc/self/status"):
@@ -65,7 +65,7 @@ open("/proc/self/clear_refs", "w").write("5")  # reset the peak-RSS watermark (L
 before = status("VmRSS:")
 out = compute_advantages(StepBatch(**fields), "gaca")
 print(json.dumps({"peak_extra_bytes": status("VmHWM:") - before, "logprobs_bytes": fields["logprobs"].nbytes}))
-""" % (FIELDS,)
+""".replace("FIELDS_TUPLE", repr(FIELDS))
 
 
 def measure_memory(rows: int) -> dict | None:
@@ -91,7 +91,8 @@ def main() -> None:
     torch.manual_seed(0)
     rows_out = []
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
-    header = f"{'rows':>9} {'estimator':>10} {'total s':>9} {'compute s':>10} {'rows/s':>12} {'reference s':>12} {'speedup':>9}"
+    header = (f"{'rows':>9} {'estimator':>10} {'total s':>9} {'compute s':>10} {'rows/s':>12} "
+              f"{'reference s':>12} {'speedup':>9}")
     print(header)
     print("-" * len(header))
     for rows in sizes:
@@ -102,7 +103,7 @@ def main() -> None:
             total, compute_only = time_estimator(fields, name, repeats)
             reference = None
             if rows <= args.reference_max_rows:
-                reference = best_time(lambda name=name: reference_advantages(batch, name), 1)
+                reference = best_time(lambda name=name, batch=batch: reference_advantages(batch, name), 1)
             entry = dict(rows=rows, estimator=name, total_s=total, compute_s=compute_only, rows_per_s=rows / total,
                          reference_s=reference, speedup=(reference / total) if reference else None)
             rows_out.append(entry)

@@ -1,1 +1,43 @@
-"""See DESIGN.md."""
+"""The trainer: config, PPO losses and update, evaluation, checkpoints, metrics, the loop."""
+
+from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from gaca.train.config import (
+    ConfigError,
+    EnvConfig,
+    EvalConfig,
+    PPOConfig,
+    SFTConfig,
+    TrainConfig,
+    load_config,
+    preset_names,
+)
+from gaca.train.evaluate import EvalStats, evaluate
+from gaca.train.loop import TrainResult, train
+from gaca.train.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
+from gaca.train.update import NonFiniteGuard, NonFiniteLossError, UpdateStats, make_optimizer, ppo_update
+
+__all__ = [
+    "AGGREGATIONS",
+    "CHECKPOINT_NAME",
+    "KL_ESTIMATORS",
+    "POLICY_LOSSES",
+    "ConfigError",
+    "EnvConfig",
+    "EvalConfig",
+    "EvalStats",
+    "NonFiniteGuard",
+    "NonFiniteLossError",
+    "PPOConfig",
+    "SFTConfig",
+    "TrainConfig",
+    "TrainResult",
+    "UpdateStats",
+    "evaluate",
+    "load_checkpoint",
+    "load_config",
+    "make_optimizer",
+    "ppo_update",
+    "preset_names",
+    "save_checkpoint",
+    "train",
+]

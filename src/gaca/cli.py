@@ -1,0 +1,129 @@
+"""The ``gaca`` command line: ``gaca train``, ``gaca eval CHECKPOINT``, ``gaca plot RUN_DIR``, ``gaca presets``.
+
+    gaca train --preset tiny-alfworld                     # the README's main job
+    gaca train --config my.toml advantage.kappa=0.5 iterations=30
+    gaca train --preset tiny-alfworld --resume            # continue out_dir's checkpoint
+    gaca eval runs/tiny-alfworld env.num_eval_games=48
+    gaca plot runs/tiny-alfworld
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+logger = logging.getLogger("gaca")
+
+
+def _fmt_eval(m: dict[str, float] | None) -> str:
+    if not m:
+        return "n/a"
+    fams = ", ".join(f"{k.split('/', 2)[2]} {v:.2f}" for k, v in sorted(m.items()) if k.startswith("eval/success/"))
+    return (f"{m['eval/success']:.3f} ({int(m.get('eval/episodes', 0))} episodes; mean length "
+            f"{m.get('eval/episode_length', 0):.1f}, invalid {m.get('eval/invalid_ratio', 0):.2f}; {fams})")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from gaca.train.config import load_config
+    from gaca.train.loop import train
+    from gaca.train.plot import plot_run
+
+    cfg = load_config(args.config, args.overrides, preset=args.preset)
+    print(f"gaca train: estimator={cfg.estimator} model={cfg.policy.model} iterations={cfg.iterations} "
+          f"-> {cfg.out_dir}", flush=True)
+    result = train(cfg, resume=args.resume)
+    plots = plot_run(result.run_dir)
+    print(f"held-out success before training: {_fmt_eval(result.eval_before)}")
+    print(f"held-out success after {result.iterations} iterations: {_fmt_eval(result.eval_after)}")
+    if result.timing:
+        t = result.timing
+        print("mean seconds per iteration: " + ", ".join(
+            f"{k.split('/')[1][:-2]} {v:.2f}" for k, v in t.items()))
+    print(f"wall time {result.seconds:.0f} s; run directory {result.run_dir} (metrics.jsonl, checkpoint.pt, "
+          + ", ".join(p.name for p in plots) + ")")
+    if result.interrupted:
+        print("interrupted: continue with --resume")
+        return 130
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from gaca.train.loop import evaluate_checkpoint
+
+    stats, _cfg = evaluate_checkpoint(args.checkpoint, args.overrides)
+    metrics = stats.metrics()
+    print(f"held-out success: {_fmt_eval(metrics)}")
+    if args.json:
+        print(json.dumps(metrics, indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from gaca.train.plot import plot_run
+
+    for path in plot_run(args.run_dir):
+        print(path)
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from gaca.train.config import preset_names, preset_path
+
+    for name in preset_names():
+        first = preset_path(name).read_text().splitlines()[0].lstrip("# ").strip()
+        print(f"{name:28s} {first}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``gaca``."""
+    p = argparse.ArgumentParser(prog="gaca", description="Granularity-Adaptive Credit Assignment: train and "
+                                "evaluate LLM agents on multi-turn text environments (offline).")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a policy (config file or preset, plus key=value overrides)")
+    src = t.add_mutually_exclusive_group()
+    src.add_argument("--config", help="TOML config file")
+    src.add_argument("--preset", help="a shipped preset (see `gaca presets`)")
+    t.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
+    t.add_argument("overrides", nargs="*", help="dotted key=value, e.g. advantage.kappa=0.5 iterations=10")
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("eval", help="evaluate a checkpoint on the held-out tasks")
+    e.add_argument("checkpoint", help="run directory or checkpoint.pt")
+    e.add_argument("overrides", nargs="*", help="key=value changes to the saved config, e.g. eval.temperature=0.5")
+    e.add_argument("--json", action="store_true", help="also print all metrics as JSON")
+    e.set_defaults(func=cmd_eval)
+
+    pl = sub.add_parser("plot", help="write success and diagnostics PNGs into a run directory")
+    pl.add_argument("run_dir")
+    pl.set_defaults(func=cmd_plot)
+
+    pr = sub.add_parser("presets", help="list the shipped presets")
+    pr.set_defaults(func=cmd_presets)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gaca`` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    from gaca.train.config import ConfigError
+
+    try:
+        return int(args.func(args))
+    except ConfigError as e:
+        print(f"gaca: config error: {e}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as e:
+        print(f"gaca: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

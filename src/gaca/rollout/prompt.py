@@ -1,0 +1,102 @@
+"""Agent prompts and response parsing for multi-turn text environments.
+
+The prompt follows the structure of verl-agent's ALFWorld prompt (Feng et al. 2025, arXiv:2505.10978):
+the task, how many steps were taken, a memory window of the last K observations and actions, the
+current observation, the admissible actions, and the request to reason inside ``<think>…</think>``
+and answer inside ``<action>…</action>``. The wording is ours.
+
+Everything here is plain string handling: no model, no environment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ParsedResponse:
+    """What was read out of one sampled response."""
+
+    action: str
+    """The text sent to the environment: the ``<action>`` content, or the stripped tail of a malformed response."""
+    well_formed: bool
+    """Exactly one ``<think>…</think>`` before exactly one non-empty ``<action>…</action>``."""
+
+
+def render_prompt(
+    task: str,
+    observation: str,
+    admissible_actions: list[str],
+    history: list[tuple[str, str]],
+    *,
+    history_length: int,
+    step: int,
+    intro: str = "You are an expert agent acting in a text-based environment.",
+) -> str:
+    """The agent prompt for one step.
+
+    Args:
+      task: the goal text (``info["task"]``).
+      observation: the current observation (the environment's text before this step).
+      admissible_actions: the actions the environment accepts now.
+      history: all earlier (observation, action) pairs of this episode, oldest first.
+      history_length: K, how many of the most recent pairs are shown (0: none).
+      step: the 0-based index of the current step (= len(history) in a normal episode).
+      intro: the first line (who the agent is, which environment).
+    Returns:
+      The user-message text (the policy applies its chat template on top).
+    """
+    lines = [intro, f"Your task is: {task}"]
+    shown = history[-history_length:] if history_length > 0 else []
+    if step > 0 and shown:
+        first = step - len(shown) + 1
+        lines.append(f"You have taken {step} step(s) so far. Your last {len(shown)} observation(s) and action(s):")
+        for k, (obs, act) in enumerate(shown):
+            lines.append(f"[Observation {first + k}: {obs.strip()} | Action {first + k}: {act}]")
+    elif step > 0:
+        lines.append(f"You have taken {step} step(s) so far.")
+    lines.append(f"Now at step {step + 1}, you observe: {observation.strip()}")
+    lines.append("Admissible actions: [" + ", ".join(admissible_actions) + "].")
+    lines.append(
+        "Think about the situation inside <think> </think> tags, then give exactly one admissible "
+        "action inside <action> </action> tags."
+    )
+    return "\n".join(lines)
+
+
+def format_response(action: str, thought: str = "") -> str:
+    """The canonical response for ``action`` (used to build SFT targets from expert plans)."""
+    return f"<think>{thought}</think><action>{action}</action>"
+
+
+def parse_response(text: str, *, fallback_chars: int = 40) -> ParsedResponse:
+    """Read the action out of a sampled response.
+
+    A response is well formed when it holds exactly one ``<think>…</think>`` and exactly one
+    non-empty ``<action>…</action>`` after it. A malformed response still yields an action
+    string for the environment (the first ``<action>`` content if any, else the last
+    ``fallback_chars`` characters), so that the environment answers with its own response
+    (e.g. ALFWorld's "Nothing happens.").
+    """
+    actions = ACTION_RE.findall(text)
+    thinks = list(THINK_RE.finditer(text))
+    action_match = ACTION_RE.search(text)
+    if actions:
+        action = actions[0].strip()
+    else:
+        action = text.strip()[-fallback_chars:].strip()
+    well_formed = (
+        len(actions) == 1
+        and len(thinks) == 1
+        and bool(actions[0].strip())
+        and action_match is not None
+        and thinks[0].end() <= action_match.start()
+    )
+    return ParsedResponse(action=action, well_formed=well_formed)
+
+
+__all__ = ["ParsedResponse", "format_response", "parse_response", "render_prompt"]

@@ -1,0 +1,123 @@
+"""Test doubles: a toy corridor environment, an in-process pool and a scripted policy.
+
+The corridor is deterministic: the agent starts in room 0 and must reach room ``target``
+(chosen by the seed) with "go forward"; "go back" moves back; anything else is inadmissible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+class CorridorEnv:
+    """A TextEnv: reach room ``target`` = 1 + seed % 3; reward 10 on arrival."""
+
+    ACTIONS = ("go forward", "go back", "look")
+
+    def __init__(self, max_steps: int = 6) -> None:
+        self.max_steps = max_steps
+        self.room = 0
+        self.target = 1
+        self.t = 0
+        self.seed = 0
+
+    def _info(self, valid: bool) -> dict[str, Any]:
+        return {
+            "task": f"reach room {self.target}",
+            "task_id": f"corridor-{self.target}",
+            "task_type": "short" if self.target < 3 else "long",
+            "admissible_actions": list(self.ACTIONS),
+            "won": self.room == self.target,
+            "valid": valid,
+            "expert_plan": ["go forward"] * (self.target - self.room),
+        }
+
+    def reset(self, *, seed: int, options: dict | None = None) -> tuple[str, dict[str, Any]]:
+        self.seed, self.room, self.t = seed, 0, 0
+        self.target = 1 + seed % 3
+        return f"You are in room {self.room}.", self._info(True)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        valid = action in self.ACTIONS
+        if action == "go forward":
+            self.room += 1
+        elif action == "go back":
+            self.room = max(0, self.room - 1)
+        obs = f"You are in room {self.room}." if valid else "Nothing happens."
+        won = self.room == self.target
+        return obs, 10.0 if won else 0.0, won, (not won) and self.t >= self.max_steps, self._info(valid)
+
+    def close(self) -> None:
+        pass
+
+
+class ListPool:
+    """In-process EnvPool double: ``reset(seeds)``, ``step(actions)`` with None for idle envs."""
+
+    def __init__(self, envs: list[Any]) -> None:
+        self.envs = envs
+        self.num_envs = len(envs)
+        self.resets: list[list[int]] = []
+
+    def reset(self, seeds: list[int]) -> list[tuple[str, dict[str, Any]]]:
+        assert len(seeds) == self.num_envs
+        self.resets.append(list(seeds))
+        return [env.reset(seed=s) for env, s in zip(self.envs, seeds, strict=True)]
+
+    def step(self, actions: list[str | None]) -> list[Any]:
+        return [None if a is None else env.step(a) for env, a in zip(self.envs, actions, strict=True)]
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class FakeSample:
+    prompt_ids: list[torch.Tensor]
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    logprobs: torch.Tensor
+    texts: list[str]
+    forward_passes: int
+    finish_reasons: list[str] = field(default_factory=list)
+
+
+class ScriptedPolicy:
+    """Answers each prompt with ``respond(prompt)``; one token per character, random log-probs."""
+
+    def __init__(self, respond: Callable[[str], str]) -> None:
+        self.respond = respond
+        self.calls = 0
+        self.prompts: list[str] = []
+        self.forward_calls = 0
+
+    def build_prompt(self, text: str) -> str:
+        return "<user>" + text
+
+    def sample(self, prompts, *, max_new_tokens, temperature=1.0, top_p=1.0, stop=None, generator=None):
+        self.calls += 1
+        self.prompts.extend(prompts)
+        texts = [self.respond(p) for p in prompts]
+        width = max(len(t) for t in texts)
+        ids = torch.zeros(len(texts), width, dtype=torch.long)
+        mask = torch.zeros(len(texts), width, dtype=torch.bool)
+        for i, t in enumerate(texts):
+            ids[i, : len(t)] = torch.tensor([ord(c) % 128 for c in t])
+            mask[i, : len(t)] = True
+        logp = -torch.rand(len(texts), width, generator=generator) * mask
+        passes = 1 + width
+        self.forward_calls += passes
+        return FakeSample(
+            prompt_ids=[torch.tensor([ord(c) % 128 for c in p[-8:]]) for p in prompts],
+            response_ids=ids, response_mask=mask, logprobs=logp, texts=texts, forward_passes=passes,
+        )
+
+
+def forward_then(prompt: str) -> str:
+    """The optimal corridor policy's response."""
+    return "<think>move on</think><action>go forward</action>"

@@ -1,0 +1,137 @@
+"""The group rollout on a toy corridor: step table, anchors, penalties, tokens, expert data."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gaca.advantage import compute_advantages, hash_text
+from gaca.rollout import RolloutConfig, collect_expert_examples, collect_rollouts, format_response
+from tests.rollout.fakes import CorridorEnv, ListPool, ScriptedPolicy, forward_then
+
+
+def pool_of(n: int, max_steps: int = 6) -> ListPool:
+    return ListPool([CorridorEnv(max_steps) for _ in range(n)])
+
+
+def test_optimal_policy_rows_groups_and_rewards():
+    cfg = RolloutConfig(group_size=3, tasks_per_iter=2, max_steps=10, invalid_penalty=0.1)
+    pool = pool_of(6)
+    policy = ScriptedPolicy(forward_then)
+    batch = collect_rollouts(policy, pool, [0, 2], cfg, generator=torch.Generator().manual_seed(0))
+    # seed 0 -> target 1 (1 step), seed 2 -> target 3 (3 steps); 3 trajectories each
+    assert pool.resets == [[0, 0, 0, 2, 2, 2]]
+    assert batch.num_rows == 3 * 1 + 3 * 3
+    s = batch.steps
+    assert s.group_id.tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+    assert sorted(s.traj_id.tolist()) == [0, 1, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5]
+    assert all(t.won for t in batch.trajectories)
+    assert [t.length for t in batch.trajectories] == [1, 1, 1, 3, 3, 3]
+    assert s.reward.sum().item() == pytest.approx(60.0)
+    assert not batch.invalid.any()
+    # anchor = hash of the observation before the step; equal across the group at equal states
+    start = hash_text("You are in room 0.")
+    assert (s.anchor[s.step == 0] == start).all()
+    assert (s.anchor[(s.group_id == 1) & (s.step == 2)] == hash_text("You are in room 2.")).all()
+    # tokens: one row per step, log-probs of the step table are the sampler's
+    assert batch.response_ids.shape == batch.response_mask.shape == batch.logprobs.shape
+    assert torch.equal(s.logprobs, batch.logprobs) and torch.equal(s.mask, batch.response_mask)
+    assert len(batch.prompt_ids) == len(batch.texts) == len(batch.actions) == batch.num_rows
+    # 1 batched call per step: 3 steps for the longest trajectory
+    assert policy.calls == 3
+    assert batch.forward_passes == policy.forward_calls
+
+
+def test_invalid_actions_get_penalty_and_env_response():
+    answers = iter(["no tags here", "<think>t</think><action>dance</action>"] * 10)
+    policy = ScriptedPolicy(lambda p: next(answers))
+    cfg = RolloutConfig(group_size=1, tasks_per_iter=1, max_steps=4, invalid_penalty=0.25)
+    batch = collect_rollouts(policy, pool_of(1, max_steps=4), [0], cfg)
+    assert batch.num_rows == 4 and batch.invalid.all()
+    assert batch.steps.reward.tolist() == [-0.25] * 4
+    assert batch.actions[1] == "dance"
+    t = batch.trajectories[0]
+    assert t.invalid == 4 and not t.won and t.truncated
+    # the environment's own response ("Nothing happens.") became the next observation
+    assert (batch.steps.anchor[1:] == hash_text("Nothing happens.")).all()
+    assert "Nothing happens." in policy.prompts[1]
+
+
+def test_rollout_cap_truncates_and_pool_padding():
+    cfg = RolloutConfig(group_size=2, tasks_per_iter=1, max_steps=2)
+    pool = pool_of(5)
+    policy = ScriptedPolicy(lambda p: "<think>x</think><action>look</action>")
+    batch = collect_rollouts(policy, pool, [1], cfg)
+    assert pool.resets == [[1, 1, 1, 1, 1]]  # extra envs reset with the last seed, never stepped
+    assert batch.num_rows == 4
+    assert all(t.truncated and t.length == 2 for t in batch.trajectories)
+    assert pool.envs[2].t == 0
+
+
+def test_pool_too_small_is_an_error():
+    with pytest.raises(ValueError, match="env pool has 2 envs"):
+        collect_rollouts(ScriptedPolicy(forward_then), pool_of(2), [0, 1], RolloutConfig(group_size=2))
+
+
+def test_rollout_is_reproducible_and_feeds_estimators():
+    cfg = RolloutConfig(group_size=4, max_steps=5)
+    pick = ["<think>a</think><action>go forward</action>", "<think>b</think><action>go back</action>"]
+
+    def run(seed):
+        g = torch.Generator().manual_seed(seed)
+        policy = ScriptedPolicy(lambda p: pick[int(torch.randint(2, (1,), generator=g))])
+        return collect_rollouts(policy, pool_of(8), [2, 5], cfg, generator=torch.Generator().manual_seed(seed))
+
+    a, b = run(3), run(3)
+    assert torch.equal(a.steps.reward, b.steps.reward) and torch.equal(a.logprobs, b.logprobs)
+    for name in ("grpo", "gigpo", "gaca"):
+        out = compute_advantages(a.steps, name)
+        assert out.advantage.shape == (a.num_rows,) and torch.isfinite(out.advantage).all()
+
+
+def test_prompt_memory_window_uses_previous_actions():
+    cfg = RolloutConfig(group_size=1, max_steps=3, history_length=1)
+    policy = ScriptedPolicy(forward_then)
+    collect_rollouts(policy, pool_of(1), [2], cfg)
+    assert len(policy.prompts) == 3
+    assert policy.prompts[0].startswith("<user>")  # the policy's build_prompt was applied
+    assert "[Observation 2: You are in room 1. | Action 2: go forward]" in policy.prompts[2]
+    assert "Observation 1:" not in policy.prompts[2]
+
+
+def test_expert_examples_follow_the_plan():
+    cfg = RolloutConfig(max_steps=10, history_length=2)
+    data = collect_expert_examples(pool_of(2), [0, 1, 2], cfg, thought="go")
+    assert data.success_rate == 1.0 and data.episodes == 3
+    assert len(data.examples) == 1 + 2 + 3
+    assert all(r == format_response("go forward", "go") for _, r in data.examples)
+    assert data.examples[0][0].startswith(cfg.intro)
+
+
+def test_expert_examples_need_expert_plans():
+    class NoPlan(CorridorEnv):
+        def _info(self, valid):
+            info = super()._info(valid)
+            del info["expert_plan"]
+            return info
+
+    with pytest.raises(RuntimeError, match="expert=True"):
+        collect_expert_examples(ListPool([NoPlan()]), [0], RolloutConfig())
+
+
+def test_real_tiny_policy_rollout_logprobs_match_score():
+    from gaca.policy import PolicyConfig, fit_tiny_tokenizer, load_policy
+    from gaca.rollout import render_prompt
+
+    texts = [render_prompt("reach room 2", f"You are in room {k}.", list(CorridorEnv.ACTIONS), [],
+                           history_length=2, step=0) for k in range(3)]
+    texts += [format_response(a, "x") for a in CorridorEnv.ACTIONS]
+    tok = fit_tiny_tokenizer(texts * 4, 400, cache_dir=None)
+    policy = load_policy(PolicyConfig(model="tiny", tiny_hidden=32, tiny_layers=1, tiny_heads=2), tokenizer=tok)
+    cfg = RolloutConfig(group_size=2, max_steps=2, max_new_tokens=6)
+    batch = collect_rollouts(policy, pool_of(2), [1], cfg, generator=torch.Generator().manual_seed(0))
+    assert batch.num_rows == 4 and batch.invalid.all()  # an untrained model writes no valid action
+    with torch.no_grad():
+        scored = policy.score(batch.prompt_ids, batch.response_ids, batch.response_mask).logprobs
+    assert torch.allclose(scored, batch.logprobs, atol=1e-4)
+    assert batch.forward_passes > 0

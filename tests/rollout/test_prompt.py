@@ -1,0 +1,59 @@
+"""Prompt rendering (memory window) and response parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from gaca.rollout import format_response, parse_response, render_prompt
+
+
+def test_render_prompt_shows_task_observation_actions_and_last_k_pairs():
+    history = [(f"obs {i}", f"act {i}") for i in range(5)]
+    text = render_prompt("put a mug in sink", "You see a sink.", ["go to sink 1", "look"], history,
+                         history_length=2, step=5, intro="INTRO")
+    assert text.startswith("INTRO\nYour task is: put a mug in sink")
+    assert "[Observation 4: obs 3 | Action 4: act 3]" in text
+    assert "[Observation 5: obs 4 | Action 5: act 4]" in text
+    assert "obs 2" not in text  # outside the window of K = 2
+    assert "You have taken 5 step(s)" in text
+    assert "Now at step 6, you observe: You see a sink." in text
+    assert "Admissible actions: [go to sink 1, look]." in text
+    assert "<think>" in text and "<action>" in text
+
+
+def test_render_prompt_first_step_and_zero_window():
+    first = render_prompt("t", "start", ["a"], [], history_length=3, step=0)
+    assert "step(s) so far" not in first and "Now at step 1" in first
+    none = render_prompt("t", "now", ["a"], [("o", "x")], history_length=0, step=1)
+    assert "Observation 1" not in none and "You have taken 1 step(s) so far." in none
+
+
+@pytest.mark.parametrize(
+    ("text", "action", "ok"),
+    [
+        ("<think>go</think><action>go to desk 1</action>", "go to desk 1", True),
+        ("<think>a</think> then <action>  take mug 1 </action>", "take mug 1", True),
+        ("<action>look</action>", "look", False),  # no think
+        ("<think>x</think><action></action>", "", False),  # empty action
+        ("<think>x</think><action>a</action><action>b</action>", "a", False),  # two actions
+        ("<action>a</action><think>x</think>", "a", False),  # think after action
+        ("<think>x</think><think>y</think><action>a</action>", "a", False),  # two thinks
+        ("I will look around", "I will look around", False),  # no tags: the tail goes to the env
+    ],
+)
+def test_parse_response(text, action, ok):
+    parsed = parse_response(text)
+    assert parsed.action == action
+    assert parsed.well_formed is ok
+
+
+def test_parse_response_fallback_is_the_tail():
+    parsed = parse_response("x" * 100 + "look", fallback_chars=10)
+    assert parsed.action == "xxxxxxlook" and not parsed.well_formed
+
+
+def test_format_response_round_trips():
+    assert parse_response(format_response("open fridge 1", "cold")) == parse_response(
+        "<think>cold</think><action>open fridge 1</action>"
+    )
+    assert parse_response(format_response("open fridge 1")).action == "open fridge 1"

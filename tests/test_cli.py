@@ -1,0 +1,68 @@
+"""The ``gaca`` command line: presets, config errors, train -> eval -> plot on a tiny real run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gaca.cli import build_parser, main
+
+
+def test_presets_are_listed(capsys):
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    for name in ("tiny-alfworld", "smollm2-alfworld", "qwen2.5-1.5b-alfworld"):
+        assert name in out
+
+
+def test_config_errors_exit_2_with_the_valid_keys(capsys):
+    assert main(["train", "--preset", "tiny-alfworld", "ppo.lrr=1"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown config key(s) ['ppo.lrr']" in err and "ppo.lr" in err
+    assert main(["train", "--preset", "nope"]) == 2
+    assert "presets:" in capsys.readouterr().err
+    assert main(["eval", "/nonexistent/run"]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_parser_requires_a_command():
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([])
+
+
+def test_plot_writes_pngs(tmp_path, capsys):
+    recs = [{"iteration": 0, "eval/success": 0.1, "eval/success/pick": 0.2}]
+    for it in range(1, 4):
+        recs.append({"iteration": it, "env/success": 0.1 * it, "adv/weight_mean": 0.5, "adv/weight_std": 0.1,
+                     "adv/criticality_mean": 0.0, "adv/criticality_std": 1.0, "adv/has_peer": 0.3,
+                     "env/invalid_ratio": 0.2, "hist/weight": {"edges": [0, 0.5, 1], "counts": [3, 4]},
+                     "hist/criticality": {"edges": [-1, 0, 1], "counts": [2, 5]}})
+    recs[-1]["eval/success"] = 0.4
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["plot", str(tmp_path)]) == 0
+    assert (tmp_path / "success.png").stat().st_size > 1000
+    assert (tmp_path / "diagnostics.png").stat().st_size > 1000
+    assert main(["plot", str(tmp_path / "missing")]) == 2
+
+
+def test_train_then_eval_from_the_command_line(tmp_path, tmp_path_factory, capsys):
+    pytest.importorskip("alfworld")
+    shared = tmp_path_factory.getbasetemp() / "gaca_shared_cache"  # the same games as tests/train/test_loop.py
+    shared.mkdir(exist_ok=True)
+    cache = json.dumps(str(shared))
+    overrides = [
+        f"out_dir={json.dumps(str(tmp_path / 'run'))}", f"policy.cache_dir={cache}", "policy.tiny_hidden=32",
+        "policy.tiny_layers=1", "policy.tiny_heads=2", "policy.tiny_vocab=400", "env.num_train_games=2",
+        "env.num_eval_games=2", "env.num_workers=1",
+        f"env.kwargs={{ max_steps = 3, max_receptacles = 4, num_distractors = 2, cache_dir = {cache} }}",
+        "rollout.group_size=2", "rollout.tasks_per_iter=1", "rollout.max_steps=2", "rollout.max_new_tokens=4",
+        "sft.episodes=2", "sft.steps=1", "eval.batch_size=2", "iterations=1", "progress=false", "tensorboard=false",
+    ]
+    assert main(["train", "--preset", "tiny-alfworld", *overrides]) == 0
+    out = capsys.readouterr().out
+    assert "held-out success before training:" in out and "held-out success after 1 iterations:" in out
+    assert (tmp_path / "run" / "checkpoint.pt").is_file() and (tmp_path / "run" / "success.png").is_file()
+    assert main(["eval", str(tmp_path / "run"), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "held-out success:" in out and '"eval/episodes": 2.0' in out

@@ -1,0 +1,110 @@
+"""ppo_update on a real (very small) policy: direction, micro-batch invariance, KL, non-finite guard."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from gaca.advantage import compute_advantages
+from gaca.train.config import PPOConfig
+from gaca.train.update import NonFiniteGuard, NonFiniteLossError, make_optimizer, ppo_update
+
+
+def flat(policy):
+    return torch.cat([p.detach().flatten().clone() for p in policy.trainable_parameters()])
+
+
+def row_logprob(policy, batch):
+    with torch.no_grad():
+        lp = policy.score(batch.prompt_ids, batch.response_ids, batch.response_mask).logprobs
+    return lp.sum(1)
+
+
+def test_update_moves_toward_positive_advantage(make_policy, rollout_batch):
+    policy = make_policy()
+    n = rollout_batch.num_rows
+    adv = torch.zeros(n)
+    adv[0], adv[1] = 1.0, -1.0
+    before = row_logprob(policy, rollout_batch)
+    cfg = PPOConfig(lr=1e-2, num_minibatches=1, micro_batch_size=4)
+    opt = make_optimizer(policy, cfg)
+    stats = ppo_update(policy, opt, rollout_batch, adv, cfg, generator=torch.Generator().manual_seed(0))
+    after = row_logprob(policy, rollout_batch)
+    assert after[0] > before[0] and after[1] < before[1]
+    # one minibatch: the update starts on-policy (ratio 1, nothing clipped, KL to old ~ 0)
+    m = stats.metrics
+    assert m["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert m["policy/clip_frac"] == 0.0 and m["policy/approx_kl"] < 1e-8
+    assert m["policy/updates"] == 1.0 and m["policy/skipped_updates"] == 0.0
+    for key in ("loss/total", "loss/policy", "policy/grad_norm", "policy/nll", "perf/update_tokens_per_s"):
+        assert key in m and torch.isfinite(torch.tensor(m[key]))
+    assert stats.tokens == int(rollout_batch.response_mask.sum())
+    assert stats.forward_passes == -(-n // 4)
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean"])
+def test_micro_batching_does_not_change_the_update(make_policy, rollout_batch, agg):
+    adv = torch.linspace(-1, 1, rollout_batch.num_rows)
+    results = []
+    for micro in (1, 5, 64):
+        policy = make_policy()
+        cfg = PPOConfig(lr=1e-3, num_minibatches=2, micro_batch_size=micro, loss_agg=agg)
+        ppo_update(policy, make_optimizer(policy, cfg), rollout_batch, adv, cfg,
+                   generator=torch.Generator().manual_seed(3))
+        results.append(flat(policy))
+    assert torch.allclose(results[0], results[1], atol=1e-6)
+    assert torch.allclose(results[0], results[2], atol=1e-6)
+    assert not torch.allclose(results[0], flat(make_policy()))
+
+
+def test_kl_to_reference_costs_one_extra_forward_per_micro_batch(make_policy, rollout_batch):
+    policy = make_policy()
+    adv = torch.linspace(-1, 1, rollout_batch.num_rows)
+    cfg = PPOConfig(lr=1e-2, epochs=2, num_minibatches=2, micro_batch_size=3, kl_coef=0.1)
+    stats = ppo_update(policy, make_optimizer(policy, cfg), rollout_batch, adv, cfg,
+                       generator=torch.Generator().manual_seed(0))
+    n = rollout_batch.num_rows
+    micro = sum(-(-len(c) // 3) for c in torch.tensor_split(torch.arange(n), 2))
+    assert stats.forward_passes == 2 * 2 * micro
+    # the first minibatch starts at the reference, later ones have moved away from it
+    assert stats.metrics["loss/kl"] > 0
+    assert stats.metrics["policy/updates"] == 4.0
+
+
+def test_same_advantage_estimators_same_forward_passes(make_policy, rollout_batch):
+    counts = []
+    for name in ("grpo", "gaca"):
+        policy = make_policy()
+        calls = policy.forward_calls
+        adv = compute_advantages(rollout_batch.steps, name)
+        assert policy.forward_calls == calls  # advantages never call the model
+        cfg = PPOConfig(micro_batch_size=4)
+        counts.append(ppo_update(policy, make_optimizer(policy, cfg), rollout_batch, adv.advantage, cfg,
+                                 generator=torch.Generator().manual_seed(0)).forward_passes)
+    assert counts[0] == counts[1]
+
+
+def test_non_finite_loss_skips_the_update_and_stops_after_three(make_policy, rollout_batch, caplog):
+    policy = make_policy()
+    before = flat(policy)
+    adv = torch.full((rollout_batch.num_rows,), float("nan"))
+    cfg = PPOConfig(num_minibatches=2)
+    guard = NonFiniteGuard(limit=3)
+    opt = make_optimizer(policy, cfg)
+    with caplog.at_level(logging.WARNING):
+        stats = ppo_update(policy, opt, rollout_batch, adv, cfg, guard=guard)
+    assert stats.skipped == 2 and guard.streak == 2 and "update skipped" in caplog.text
+    assert torch.equal(flat(policy), before)
+    # a finite update resets the streak
+    ppo_update(policy, opt, rollout_batch, torch.zeros(rollout_batch.num_rows), cfg, guard=guard)
+    assert guard.streak == 0 and guard.total == 2
+    with pytest.raises(NonFiniteLossError, match="3 consecutive"):
+        ppo_update(policy, opt, rollout_batch, adv, PPOConfig(num_minibatches=3), guard=guard)
+
+
+def test_advantage_shape_is_checked(make_policy, rollout_batch):
+    policy = make_policy()
+    with pytest.raises(ValueError, match="advantages must have shape"):
+        ppo_update(policy, make_optimizer(policy, PPOConfig()), rollout_batch, torch.zeros(2), PPOConfig())
