@@ -60,7 +60,7 @@ def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):
             return int(line.split()[1]) * 1024
-compute_advantages(StepBatch(**fields), "gaca")  # warm-up: allocator pools, lazy init
+# No warm-up call: memory freed by one would stay resident in the allocator and hide the peak.
 open("/proc/self/clear_refs", "w").write("5")  # reset the peak-RSS watermark (Linux)
 before = status("VmRSS:")
 out = compute_advantages(StepBatch(**fields), "gaca")

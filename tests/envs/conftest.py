@@ -30,4 +30,4 @@ def alf_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="session")
 def alf_kwargs(alf_cache: str) -> dict:
     """``make`` kwargs of the fast train set (expert on)."""
-    return {"split": "train", "num_games": N_FAST, "seed": 0, "cache_dir": alf_cache, "expert": True}
+    return {"split": "train", "num_games": N_FAST, "seed": 0, "cache_dir": alf_cache, "expert": True, "engine": "real"}

@@ -7,7 +7,12 @@ import pytest
 pytest.importorskip("alfworld")
 
 from gaca.envs.agents import ExpertAgent, RandomAgent, play_episode
-from gaca.envs.alfworld import make
+from gaca.envs.alfworld import make as make_any_engine
+
+
+def make(*args, **kwargs):
+    """``gaca.envs.alfworld.make`` on the real TextWorld engine (what these tests are about)."""
+    return make_any_engine(*args, **{"engine": "real", **kwargs})
 
 
 def test_random_agent_uniform_and_reproducible():

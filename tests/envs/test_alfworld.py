@@ -21,13 +21,19 @@ from gaca.envs.alfworld import (
     combo_split,
     games_root,
     generate_game,
-    make,
     speedups,
 )
+from gaca.envs.alfworld import make as make_any_engine
 from gaca.envs.alfworld.scenes import load_scene, scene_numbers
 from gaca.envs.base import INFO_KEYS, TextEnv
 
 N_FAST = 6  # games per split in the session cache (conftest.N_FAST)
+
+
+
+def make(*args, **kwargs):
+    """``gaca.envs.alfworld.make`` on the real TextWorld engine (what these tests are about)."""
+    return make_any_engine(*args, **{"engine": "real", **kwargs})
 
 
 def test_bundled_floor_plans_parse():
