@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gaca.advantage import compute_advantages, hash_text
-from gaca.rollout import RolloutConfig, collect_expert_examples, collect_rollouts, format_response
+from gaca.rollout import RolloutConfig, anchor_text, collect_expert_examples, collect_rollouts, format_response
 from tests.rollout.fakes import CorridorEnv, ListPool, ScriptedPolicy, forward_then
 
 
@@ -29,10 +29,13 @@ def test_optimal_policy_rows_groups_and_rewards():
     assert [t.length for t in batch.trajectories] == [1, 1, 1, 3, 3, 3]
     assert s.reward.sum().item() == pytest.approx(60.0)
     assert not batch.invalid.any()
-    # anchor = hash of the observation before the step; equal across the group at equal states
-    start = hash_text("You are in room 0.")
+    # anchor = hash of the observation (+ admissible actions) before the step; equal across the group at
+    # equal states
+    actions = list(CorridorEnv.ACTIONS)
+    start = hash_text(anchor_text("You are in room 0.", actions))
     assert (s.anchor[s.step == 0] == start).all()
-    assert (s.anchor[(s.group_id == 1) & (s.step == 2)] == hash_text("You are in room 2.")).all()
+    assert (s.anchor[(s.group_id == 1) & (s.step == 2)] == hash_text(anchor_text("You are in room 2.", actions))).all()
+    assert s.anchor_text is not None and s.anchor_text[0].startswith("You are in room 0.")
     # tokens: one row per step, log-probs of the step table are the sampler's
     assert batch.response_ids.shape == batch.response_mask.shape == batch.logprobs.shape
     assert torch.equal(s.logprobs, batch.logprobs) and torch.equal(s.mask, batch.response_mask)
@@ -53,8 +56,25 @@ def test_invalid_actions_get_penalty_and_env_response():
     t = batch.trajectories[0]
     assert t.invalid == 4 and not t.won and t.truncated
     # the environment's own response ("Nothing happens.") became the next observation
-    assert (batch.steps.anchor[1:] == hash_text("Nothing happens.")).all()
+    assert (batch.steps.anchor[1:] == hash_text(anchor_text("Nothing happens.", list(CorridorEnv.ACTIONS)))).all()
     assert "Nothing happens." in policy.prompts[1]
+
+
+def test_anchor_keeps_failed_commands_in_different_states_apart():
+    # ALFWorld answers every failed command with "Nothing happens."; the admissible actions still
+    # tell the states apart (at the fridge vs at the desk), and equal states stay equal.
+    at_fridge = anchor_text("Nothing happens.", ["open fridge 1", "go to desk 1"])
+    at_desk = anchor_text("Nothing happens.", ["take pen 1 from desk 1", "go to fridge 1"])
+    assert hash_text(at_fridge) != hash_text(at_desk)
+    assert at_fridge == anchor_text("Nothing happens.", ["open fridge 1", "go to desk 1"])
+    assert anchor_text("Nothing happens.", ["a"], "observation") == "Nothing happens."
+    # the option reaches the step table
+    policy = ScriptedPolicy(lambda p: "<think>x</think><action>dance</action>")
+    cfg = RolloutConfig(group_size=1, tasks_per_iter=1, max_steps=2, anchor="observation")
+    batch = collect_rollouts(policy, pool_of(1), [0], cfg)
+    assert batch.steps.anchor.tolist() == [hash_text("You are in room 0."), hash_text("Nothing happens.")]
+    with pytest.raises(ValueError, match=r"rollout\.anchor"):
+        RolloutConfig(anchor="state")  # type: ignore[arg-type]
 
 
 def test_rollout_cap_truncates_and_pool_padding():
@@ -106,6 +126,26 @@ def test_expert_examples_follow_the_plan():
     assert len(data.examples) == 1 + 2 + 3
     assert all(r == format_response("go forward", "go") for _, r in data.examples)
     assert data.examples[0][0].startswith(cfg.intro)
+
+
+def test_expert_detours_teach_recovery_and_are_not_targets():
+    cfg = RolloutConfig(max_steps=10, history_length=1)
+    seeds = [2] * 8  # target room 3: three expert steps without detours
+
+    def run(seed):
+        return collect_expert_examples(pool_of(4, max_steps=10), seeds, cfg, detour_prob=0.4, seed=seed)
+
+    data = run(1)
+    # every target is the expert's action; the detours show up only in the prompts' history
+    assert all(r == format_response("go forward") for _, r in data.examples)
+    detoured = [p for p, _ in data.examples if "Action" in p and "go forward]" not in p]
+    assert detoured, "no example starts after a detour"
+    assert run(1).examples == data.examples  # seeded
+    assert run(2).examples != data.examples
+    plain = collect_expert_examples(pool_of(4, max_steps=10), seeds, cfg)
+    assert len(plain.examples) == 3 * len(seeds)
+    with pytest.raises(ValueError, match="detour_prob"):
+        collect_expert_examples(pool_of(1), [0], cfg, detour_prob=1.0)
 
 
 def test_expert_examples_need_expert_plans():

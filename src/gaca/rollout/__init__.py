@@ -6,6 +6,7 @@ from gaca.rollout.collect import (
     RolloutBatch,
     RolloutConfig,
     Trajectory,
+    anchor_text,
     collect_expert_examples,
     collect_rollouts,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "RolloutBatch",
     "RolloutConfig",
     "Trajectory",
+    "anchor_text",
     "collect_expert_examples",
     "collect_rollouts",
     "format_response",

@@ -6,7 +6,7 @@ the same state. At every step all still-running environments are prompted in one
 environment, and one step row is recorded:
 
     group_id = g, traj_id = the trajectory's index, step = t,
-    anchor   = hash_text(observation before the step)     (GiGPO's anchor state),
+    anchor   = hash_text(anchor_text(observation, admissible actions) before the step)  (GiGPO's anchor state),
     reward   = r_t − invalid_penalty · [response malformed or action not admissible],
     logprobs, mask = the sampled response's per-token log-probs and token mask.
 
@@ -18,9 +18,10 @@ It makes exactly one model call per step batch; nothing else (GACA reuses these 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 
@@ -66,6 +67,12 @@ class RolloutConfig:
     """Each response stops after this string (or eos, or max_new_tokens)."""
     intro: str = "You are an expert agent acting in a text-based household environment (ALFWorld)."
     """First line of every prompt: who the agent is and where (set it per environment)."""
+    anchor: Literal["observation", "observation+actions"] = "observation+actions"
+    """What identifies a step's starting state for step-level grouping (GiGPO's anchor).
+    ``observation``: the observation text alone, as verl-agent does; in ALFWorld every failed
+    command yields "Nothing happens.", which then merges unrelated states into one step group.
+    ``observation+actions``: the observation together with the admissible actions, which in ALFWorld
+    also pin the agent's location, what it holds and which receptacles are open."""
 
     def __post_init__(self) -> None:
         if self.group_size < 1 or self.tasks_per_iter < 1 or self.max_steps < 1:
@@ -76,6 +83,8 @@ class RolloutConfig:
             raise ValueError("rollout.top_p must be in (0, 1] and rollout.temperature > 0")
         if self.invalid_penalty < 0.0:
             raise ValueError("rollout.invalid_penalty must be >= 0")
+        if self.anchor not in ("observation", "observation+actions"):
+            raise ValueError(f"rollout.anchor must be 'observation' or 'observation+actions', got {self.anchor!r}")
 
 
 @dataclass
@@ -132,6 +141,13 @@ class RolloutBatch:
         return int(self.response_mask.sum())
 
 
+def anchor_text(observation: str, admissible_actions: list[str], kind: str = "observation+actions") -> str:
+    """The text whose hash is a step's anchor (see ``RolloutConfig.anchor``)."""
+    if kind == "observation":
+        return observation
+    return observation + "\n\x1f" + "\x1f".join(admissible_actions)
+
+
 def _pad_stack(rows: list[torch.Tensor], width: int, value: float | bool | int) -> torch.Tensor:
     out = torch.full((len(rows), width), value, dtype=rows[0].dtype)
     for i, r in enumerate(rows):
@@ -182,7 +198,7 @@ def collect_rollouts(
     history: list[list[tuple[str, str]]] = [[] for _ in range(num_traj)]
     done = [False] * num_traj
 
-    cols: dict[str, list] = {k: [] for k in ("group", "traj", "step", "anchor", "reward", "invalid")}
+    cols: dict[str, list] = {k: [] for k in ("group", "traj", "step", "anchor_text", "reward", "invalid")}
     prompt_ids: list[torch.Tensor] = []
     resp_rows: list[torch.Tensor] = []
     mask_rows: list[torch.Tensor] = []
@@ -240,7 +256,8 @@ def collect_rollouts(
             cols["group"].append(trajs[i].group_id)
             cols["traj"].append(i)
             cols["step"].append(t)
-            cols["anchor"].append(hash_text(obs[i]))
+            cols["anchor_text"].append(
+                anchor_text(obs[i], list(infos[i].get("admissible_actions", [])), cfg.anchor))
             cols["reward"].append(float(reward) - (cfg.invalid_penalty if invalid else 0.0))
             cols["invalid"].append(invalid)
             prompt_ids.append(out.prompt_ids[j])
@@ -274,10 +291,11 @@ def collect_rollouts(
         group_id=torch.tensor(cols["group"], dtype=torch.int64),
         traj_id=torch.tensor(cols["traj"], dtype=torch.int64),
         step=torch.tensor(cols["step"], dtype=torch.int64),
-        anchor=torch.tensor(cols["anchor"], dtype=torch.int64),
+        anchor=torch.tensor([hash_text(a) for a in cols["anchor_text"]], dtype=torch.int64),
         reward=torch.tensor(cols["reward"], dtype=torch.float32),
         logprobs=logprobs,
         mask=response_mask,
+        anchor_text=cols["anchor_text"],
     )
     return RolloutBatch(
         steps=steps,
@@ -311,13 +329,34 @@ def collect_expert_examples(
     cfg: RolloutConfig,
     *,
     thought: str = "",
+    detour_prob: float = 0.0,
+    seed: int = 0,
 ) -> ExpertData:
     """Play each seed's episode with the environment's expert plan and record (prompt, response) pairs.
 
     The environments must be built with ``expert=True`` so that ``info["expert_plan"]`` holds the
-    remaining plan; the first planned action is taken at every step. Prompts are rendered exactly
-    as the rollout renders them, so the SFT targets match what the policy sees during RL.
+    remaining plan from the current state; its first action is the target at every step. Prompts
+    are rendered exactly as the rollout renders them, so the SFT targets match what the policy sees
+    during RL.
+
+    ALFWorld's expert plans with the whole game state in view: it walks straight to the receptacle
+    that hides the object, so its episodes never show a step taken from a wrong place. With
+    ``detour_prob`` > 0 each step is, with that probability, replaced by a uniformly drawn
+    admissible action (a detour, recorded in the episode's history but not as an example); the
+    expert then re-plans from where the detour led, and those recovery steps become examples
+    (noise injection into the demonstrator, as in DART: Laskey et al. 2017, arXiv:1703.09327).
+
+    Args:
+      pool: environments built with ``expert=True``.
+      seeds: one episode per seed.
+      cfg: the rollout options (``max_steps``, ``history_length``, ``intro``).
+      thought: the text inside ``<think></think>`` of every target.
+      detour_prob: probability of a detour at each step, in [0, 1).
+      seed: seed of the detour draws (same seed, same examples).
     """
+    if not 0.0 <= detour_prob < 1.0:
+        raise ValueError(f"detour_prob must be in [0, 1), got {detour_prob}")
+    rng = random.Random(seed)
     examples: list[tuple[str, str]] = []
     wins = 0
     for start in range(0, len(seeds), pool.num_envs):
@@ -341,11 +380,15 @@ def collect_expert_examples(
                         "expert data needs envs built with expert=True (info['expert_plan'] is missing or empty"
                         f" for task {infos[i].get('task_id')!r})"
                     )
+                admissible = list(infos[i].get("admissible_actions", []))
+                if detour_prob > 0 and admissible and rng.random() < detour_prob:
+                    acts[i] = rng.choice(admissible)
+                    continue
                 acts[i] = str(plan[0])
                 prompt = render_prompt(
                     str(infos[i].get("task", "")),
                     obs[i],
-                    list(infos[i].get("admissible_actions", [])),
+                    admissible,
                     history[i],
                     history_length=cfg.history_length,
                     step=t,
@@ -374,6 +417,7 @@ __all__ = [
     "RolloutBatch",
     "RolloutConfig",
     "Trajectory",
+    "anchor_text",
     "collect_expert_examples",
     "collect_rollouts",
 ]

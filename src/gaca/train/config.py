@@ -108,6 +108,16 @@ class SFTConfig:
     """SFT examples per step."""
     thought: str = ""
     """Text put inside <think></think> of the expert responses."""
+    detour_prob: float = 0.0
+    """Probability that an expert step is replaced by a random admissible action (not trained on);
+    the expert's re-planned steps after it teach recovery from places the expert never visits
+    (see ``gaca.rollout.collect_expert_examples``)."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 0 or self.steps < 0 or self.batch_size < 1 or self.lr <= 0:
+            raise ValueError("sft.episodes and sft.steps must be >= 0, sft.batch_size >= 1 and sft.lr > 0")
+        if not 0.0 <= self.detour_prob < 1.0:
+            raise ValueError(f"sft.detour_prob must be in [0, 1), got {self.detour_prob}")
 
 
 @dataclass

@@ -173,7 +173,8 @@ def build_policy(cfg: TrainConfig, run_dir: Path, *, resume: bool, progress: boo
                      num_envs=min(cfg.sft.episodes, 16), expert=True)
     try:
         seeds = [i % cfg.env.num_train_games for i in range(cfg.sft.episodes)]
-        data = collect_expert_examples(pool, seeds, cfg.rollout, thought=cfg.sft.thought)
+        data = collect_expert_examples(pool, seeds, cfg.rollout, thought=cfg.sft.thought,
+                                       detour_prob=cfg.sft.detour_prob, seed=cfg.seed)
     finally:
         _close(pool)
     tokenizer = None
