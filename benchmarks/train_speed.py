@@ -46,8 +46,11 @@ def best(fn, repeats: int):
 
 
 def bare_update(policy, optimizer, batch, adv, micro: int, num_mb: int, perm: torch.Tensor) -> None:
-    """The reference loop: score, −mean(A·logp), backward, AdamW step; same micro-batches."""
+    """The reference loop: score, −mean(A·logp), backward, AdamW step; same micro-batches
+    (rows sorted by prompt length within each minibatch, as ``ppo_update`` does)."""
+    prompt_len = torch.tensor([len(p) for p in batch.prompt_ids])
     for mb_idx in torch.tensor_split(perm, num_mb):
+        mb_idx = mb_idx[torch.argsort(prompt_len[mb_idx], stable=True)]
         optimizer.zero_grad(set_to_none=True)
         total = int(batch.response_mask[mb_idx].sum())
         for s in range(0, len(mb_idx), micro):

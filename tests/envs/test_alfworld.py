@@ -90,6 +90,18 @@ def test_splits_share_no_combination(alf_cache):
     assert not combos["train"] & combos["eval"]
 
 
+def test_valid_seen_holds_out_games_not_combinations(tmp_path):
+    # valid_seen: the train split's combinations, but games of their own (ALFWorld's valid_seen).
+    cache = str(tmp_path)
+    for index in (0, 1):
+        seen = generate_game(index, "valid_seen", seed=0, cache_dir=cache)
+        train = generate_game(index, "train", seed=0, cache_dir=cache)
+        assert combo_split(seen.scene, seen.object_target, seen.parent_target) == "train"
+        assert "/valid_seen/" in seen.game_file
+        assert json.load(open(seen.game_file))["pddl_problem"] != json.load(open(train.game_file))["pddl_problem"]
+        assert seen.task_type == train.task_type == TASK_TYPES[index]
+
+
 def test_generation_is_deterministic(tmp_path):
     a = generate_game(1, "train", seed=5, cache_dir=str(tmp_path / "a"))
     b = generate_game(1, "train", seed=5, cache_dir=str(tmp_path / "b"))

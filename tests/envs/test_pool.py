@@ -103,3 +103,15 @@ def test_argument_checks(alf_kwargs):
     pool.close()
     with pytest.raises(RuntimeError):
         pool.reset([0, 0])
+
+
+def test_workers_generate_missing_games(tmp_path, alf_kwargs):
+    # An EnvPool worker is a daemonic process, which may not start the planner's child process:
+    # games missing from the cache are then planned in the worker itself, with the same result.
+    kwargs = {**alf_kwargs, "num_games": 1, "cache_dir": str(tmp_path / "in_worker")}
+    with EnvPool("alfworld", kwargs, num_envs=1, num_workers=1) as pool:
+        [(obs_worker, info_worker)] = pool.reset([0])
+    with EnvPool("alfworld", {**kwargs, "cache_dir": str(tmp_path / "in_main")}, num_envs=1, num_workers=0) as pool:
+        [(obs_main, info_main)] = pool.reset([0])
+    assert obs_worker == obs_main
+    assert info_worker["expert_plan"] == info_main["expert_plan"] and info_worker["expert_plan"]

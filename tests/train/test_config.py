@@ -60,6 +60,13 @@ def test_bad_values_are_errors():
         load_config(overrides=["ppo.clip_ratio=1.5"])
     with pytest.raises(ConfigError, match="advantage"):
         load_config(overrides=["advantage.gamma=2"])
+    with pytest.raises(ConfigError, match=r"rollout\.temperature must be > 0 for training"):
+        load_config(overrides=["rollout.temperature=0"])
+    with pytest.raises(ConfigError, match=r"sft\.detour_prob"):
+        load_config(overrides=["sft.detour_prob=1.0"])
+    with pytest.raises(ConfigError, match=r"ppo\.warmup_steps"):
+        load_config(overrides=["ppo.warmup_steps=-1"])
+    assert load_config(overrides=["eval.temperature=0"]).eval.temperature == 0.0
     with pytest.raises(ConfigError, match="key=value"):
         parse_override("iterations")
     with pytest.raises(ConfigError, match="unknown preset 'nope'"):

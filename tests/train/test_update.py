@@ -9,7 +9,14 @@ import torch
 
 from gaca.advantage import compute_advantages
 from gaca.train.config import PPOConfig
-from gaca.train.update import NonFiniteGuard, NonFiniteLossError, make_optimizer, ppo_update
+from gaca.train.update import (
+    NonFiniteGuard,
+    NonFiniteLossError,
+    make_optimizer,
+    optimizer_steps_taken,
+    ppo_update,
+    set_warmup_lr,
+)
 
 
 def flat(policy):
@@ -108,3 +115,22 @@ def test_advantage_shape_is_checked(make_policy, rollout_batch):
     policy = make_policy()
     with pytest.raises(ValueError, match="advantages must have shape"):
         ppo_update(policy, make_optimizer(policy, PPOConfig()), rollout_batch, torch.zeros(2), PPOConfig())
+
+
+def test_warmup_ramps_lr_and_continues_from_the_optimizer_state(make_policy, rollout_batch):
+    policy = make_policy()
+    cfg = PPOConfig(lr=1e-3, warmup_steps=4, num_minibatches=2, micro_batch_size=64)
+    opt = make_optimizer(policy, cfg)
+    adv = torch.linspace(-1.0, 1.0, rollout_batch.num_rows)
+    lrs = []
+    for _ in range(3):  # 2 optimizer steps per call
+        stats = ppo_update(policy, opt, rollout_batch, adv, cfg, generator=torch.Generator().manual_seed(0))
+        lrs.append(stats.metrics["policy/lr"])
+    # steps 1..6 use lr · min(1, k/4): the calls end on steps 2, 4 and 6
+    assert lrs == pytest.approx([0.5e-3, 1e-3, 1e-3])
+    assert optimizer_steps_taken(opt) == 6
+    # a fresh optimizer that loads this one's state (a resumed run) continues the ramp where it was
+    again = make_optimizer(policy, cfg)
+    again.load_state_dict(opt.state_dict())
+    assert optimizer_steps_taken(again) == 6
+    assert set_warmup_lr(make_optimizer(policy, cfg), cfg) == pytest.approx(0.25e-3)

@@ -58,7 +58,8 @@ class RolloutConfig:
     max_new_tokens: int = 48
     """Token limit of one response."""
     temperature: float = 1.0
-    """Sampling temperature (the PPO ratio and the NLL use the same temperature)."""
+    """Sampling temperature (the PPO ratio and the NLL use the same temperature); 0 is greedy
+    decoding, for evaluation only (training needs a sampling distribution)."""
     top_p: float = 1.0
     """Nucleus sampling threshold (1.0: off)."""
     invalid_penalty: float = 0.1
@@ -79,8 +80,8 @@ class RolloutConfig:
             raise ValueError("rollout.group_size, rollout.tasks_per_iter and rollout.max_steps must be >= 1")
         if self.history_length < 0 or self.max_new_tokens < 1:
             raise ValueError("rollout.history_length must be >= 0 and rollout.max_new_tokens >= 1")
-        if not (0.0 < self.top_p <= 1.0) or self.temperature <= 0.0:
-            raise ValueError("rollout.top_p must be in (0, 1] and rollout.temperature > 0")
+        if not (0.0 < self.top_p <= 1.0) or self.temperature < 0.0:
+            raise ValueError("rollout.top_p must be in (0, 1] and rollout.temperature >= 0")
         if self.invalid_penalty < 0.0:
             raise ValueError("rollout.invalid_penalty must be >= 0")
         if self.anchor not in ("observation", "observation+actions"):

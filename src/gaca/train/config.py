@@ -55,6 +55,10 @@ class PPOConfig:
 
     lr: float = 1e-5
     """AdamW learning rate."""
+    warmup_steps: int = 0
+    """Linear learning-rate warm-up over this many optimizer steps (0: none). Adam's first steps move
+    every parameter by about ``lr`` whatever its gradient's size; a warm-up lets its second-moment
+    estimate settle first, so a larger ``lr`` does not wreck a fine-tuned policy in the first updates."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     betas: tuple[float, float] = (0.9, 0.999)
@@ -89,8 +93,8 @@ class PPOConfig:
             raise ValueError(f"ppo.clip_ratio must be in (0, 1), got {self.clip_ratio}")
         if self.clip_ratio_c <= 1.0:
             raise ValueError(f"ppo.clip_ratio_c must be > 1, got {self.clip_ratio_c}")
-        if self.lr <= 0.0 or self.kl_coef < 0.0:
-            raise ValueError("ppo.lr must be > 0 and ppo.kl_coef >= 0")
+        if self.lr <= 0.0 or self.kl_coef < 0.0 or self.warmup_steps < 0:
+            raise ValueError("ppo.lr must be > 0, ppo.kl_coef >= 0 and ppo.warmup_steps >= 0")
 
 
 @dataclass
@@ -127,7 +131,7 @@ class EvalConfig:
     every: int = 5
     """Evaluate every this many iterations (and before the first and after the last; 0: only those two)."""
     temperature: float = 1.0
-    """Sampling temperature during evaluation."""
+    """Sampling temperature during evaluation (0: greedy)."""
     top_p: float = 1.0
     """Nucleus threshold during evaluation."""
     batch_size: int = 24
@@ -167,6 +171,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.iterations < 0 or self.checkpoint_every < 0 or self.max_nonfinite < 1:
             raise ValueError("iterations and checkpoint_every must be >= 0, max_nonfinite >= 1")
+        if self.rollout.temperature <= 0.0:
+            raise ValueError("rollout.temperature must be > 0 for training (0, greedy, is for eval.temperature)")
+        if self.eval.temperature < 0.0:
+            raise ValueError(f"eval.temperature must be >= 0 (0: greedy), got {self.eval.temperature}")
 
 
 class ConfigError(ValueError):

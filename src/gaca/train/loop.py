@@ -104,7 +104,8 @@ def make_pool(cfg: TrainConfig, *, split: str, num_games: int, num_envs: int, ex
             logger.warning("gaca.envs.pool is not available: stepping environments in-process")
         else:
             if cfg.env.name == "alfworld":
-                # generate the games here: the pool's (daemonic) workers cannot start the planner process
+                # generate missing games here, once, with the planner's timeout guard (the pool's
+                # daemonic workers would each plan in-process, unguarded and in parallel)
                 from gaca.envs import make_env
 
                 make_env("alfworld", **{**kwargs, "pregenerate": True}).close()

@@ -76,6 +76,26 @@ def make_optimizer(policy: Any, cfg: PPOConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay)
 
 
+def optimizer_steps_taken(optimizer: torch.optim.Optimizer) -> int:
+    """Optimizer steps taken so far, read from AdamW's own state (so a resumed run continues the count)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            step = optimizer.state.get(p, {}).get("step")
+            if step is not None:
+                return int(step)
+    return 0
+
+
+def set_warmup_lr(optimizer: torch.optim.Optimizer, cfg: PPOConfig) -> float:
+    """Set the learning rate of the next step: lr · min(1, (k + 1) / warmup_steps) after k steps."""
+    lr = cfg.lr
+    if cfg.warmup_steps > 0:
+        lr *= min(1.0, (optimizer_steps_taken(optimizer) + 1) / cfg.warmup_steps)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    return lr
+
+
 def ppo_update(
     policy: Any,
     optimizer: torch.optim.Optimizer,
@@ -108,6 +128,7 @@ def ppo_update(
     agg_fn = get_aggregation(cfg.loss_agg)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     adv = advantages.detach().to(torch.float32)
+    prompt_len = torch.tensor([len(p) for p in batch.prompt_ids], dtype=torch.int64)
     num_mb = min(cfg.num_minibatches, n)
     sums: dict[str, float] = defaultdict(float)
     stats = UpdateStats()
@@ -116,6 +137,9 @@ def ppo_update(
     for epoch in range(cfg.epochs):
         perm = torch.randperm(n, generator=generator)
         for mb, mb_idx in enumerate(torch.tensor_split(perm, num_mb)):
+            # Rows of similar prompt length share micro-batches: less left padding to compute (the
+            # minibatch's loss is a sum over rows, so their order does not change it).
+            mb_idx = mb_idx[torch.argsort(prompt_len[mb_idx], stable=True)]
             mb_mask = batch.response_mask[mb_idx]
             weights = agg_fn(mb_mask)
             diag_weights = token_mean_weights(mb_mask)
@@ -181,6 +205,7 @@ def ppo_update(
                 optimizer.zero_grad(set_to_none=True)
                 stats.skipped += 1
                 continue
+            set_warmup_lr(optimizer, cfg)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             steps_done += 1
@@ -191,9 +216,18 @@ def ppo_update(
     denom = max(1, steps_done)
     stats.metrics = {k: v / denom for k, v in sums.items()}
     stats.metrics["policy/updates"] = float(steps_done)
+    stats.metrics["policy/lr"] = float(optimizer.param_groups[0]["lr"])
     stats.metrics["policy/skipped_updates"] = float(stats.skipped)
     stats.metrics["perf/update_tokens_per_s"] = stats.tokens * cfg.epochs / max(stats.seconds, 1e-9)
     return stats
 
 
-__all__ = ["NonFiniteGuard", "NonFiniteLossError", "UpdateStats", "make_optimizer", "ppo_update"]
+__all__ = [
+    "NonFiniteGuard",
+    "NonFiniteLossError",
+    "UpdateStats",
+    "make_optimizer",
+    "optimizer_steps_taken",
+    "ppo_update",
+    "set_warmup_lr",
+]

@@ -59,8 +59,9 @@ def make(
     """An ALFWorld ``TextEnv``; ``reset(seed=s)`` plays game ``s % num_games`` of ``split``.
 
     Args:
-      split: ``"train"`` or ``"eval"`` (generated: held-out (scene, object, receptacle)
-        combinations; official: ``valid_unseen``; ``"valid_seen"``/``"valid_unseen"`` also accepted there).
+      split: ``"train"``, ``"eval"`` (generated: held-out (scene, object, receptacle) combinations;
+        official: ``valid_unseen``) or ``"valid_seen"`` (generated: other games of the train
+        combinations; official: ``valid_seen``); official also accepts ``"valid_unseen"``.
       num_games: games in the cycle (official: None = all).
       seed: generation seed of the game set (generated only).
       cache_dir: where generated games are kept (default ``$GACA_CACHE/alfworld`` or

@@ -13,7 +13,10 @@ demangler, infos and expert wrappers) plays them unchanged:
 A game is a deterministic function of ``(seed, split, index, GenConfig)``. Game ``index`` belongs to
 family ``TASK_TYPES[index % 6]``; its scene, target object and receptacle are drawn until their
 ``(scene, object, receptacle)`` combination falls in the requested split (a stable hash assigns
-every combination to exactly one split, so train and eval share none). The world is then filled
+every combination to exactly one split, so train and eval share none). ``valid_seen`` games, like
+ALFWorld's split of that name, draw from the train split's combinations but are other games (their
+own random draws of task, placements and distractors): held-out instances of seen combinations,
+where ``eval`` (``valid_unseen``) holds out the combinations themselves. The world is then filled
 (target instances, distractors, lamps), written, and checked with the planner expert: the game is
 kept only if executing the expert's plan wins within ``max_plan_length`` steps; otherwise the next
 attempt is drawn. Generated games are cached on disk under a directory named by the config hash.
@@ -65,10 +68,11 @@ TASK_TYPES: tuple[str, ...] = (
 GENERATOR_VERSION = 1
 #: Directory name of the official data release the layout mirrors.
 DATA_VERSION_DIR = "json_2.1.1"
-#: gaca split -> directory of the official layout ("eval": unseen (scene, object, receptacle) combinations).
-SPLIT_DIRS: dict[str, str] = {"train": "train", "eval": "valid_unseen"}
+#: gaca split -> directory of the official layout ("eval": unseen (scene, object, receptacle)
+#: combinations; "valid_seen": other games of the train split's combinations).
+SPLIT_DIRS: dict[str, str] = {"train": "train", "eval": "valid_unseen", "valid_seen": "valid_seen"}
 
-Split = Literal["train", "eval"]
+Split = Literal["train", "eval", "valid_seen"]
 
 # The appliance each state-changing family needs, and the property its object must have.
 _APPLIANCE = {
@@ -218,13 +222,14 @@ def _candidate_tasks(task_type: str, scene: Scene) -> list[TaskSpec]:
 
 
 def sample_task(task_type: str, split: Split, rng: random.Random, cfg: GenConfig) -> TaskSpec:
-    """Draw a task of ``task_type`` whose combination belongs to ``split``."""
+    """Draw a task of ``task_type`` whose combination belongs to ``split`` (``valid_seen``: to train)."""
     if task_type not in TASK_TYPES:
         raise ValueError(f"unknown task type {task_type!r}; known: {TASK_TYPES}")
+    owner = "train" if split == "valid_seen" else split
     scenes = _family_scenes(task_type)
     for _ in range(200):
         scene = rng.choice(scenes)
-        cands = [t for t in _candidate_tasks(task_type, scene) if combo_split(*t.combo, cfg.eval_fraction) == split]
+        cands = [t for t in _candidate_tasks(task_type, scene) if combo_split(*t.combo, cfg.eval_fraction) == owner]
         if cands:
             return rng.choice(cands)
     raise RuntimeError(f"no {task_type} task found for split {split!r}")
@@ -707,7 +712,23 @@ class _SolverProcess:
 _SOLVER: list[_SolverProcess] = []
 
 
+_INPROCESS_ENV: list[Any] = []
+
+
 def _solve_with_timeout(game_file: str, timeout: float) -> list[str] | None:
+    import multiprocessing as mp
+
+    if mp.current_process().daemon:
+        # A daemonic process (e.g. an EnvPool worker) may not start children: plan in this process,
+        # without the timeout guard.
+        if not _INPROCESS_ENV:
+            logger.warning("generating ALFWorld games inside a daemonic process: the planner runs without a timeout")
+            _INPROCESS_ENV.append(make_tw_env(expert=True))
+        try:
+            return solve(game_file, _INPROCESS_ENV[0])
+        except Exception as exc:  # an engine error: the candidate is rejected
+            logger.warning("planner failed on %s: %s: %s", game_file, type(exc).__name__, exc)
+            return None
     if not _SOLVER or not _SOLVER[0].proc.is_alive():
         _SOLVER[:] = [_SolverProcess()]
     return _SOLVER[0].solve(game_file, timeout)
