@@ -10,7 +10,6 @@ on both engines and compare every step. See ``engine`` for how the rules were ca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from gaca.envs.alfworld_fast.engine import HELP_TEXT, NOTHING_HAPPENS, FastState, display_list
@@ -19,42 +18,18 @@ from gaca.envs.alfworld_fast.expert import plan as expert_plan
 from gaca.envs.alfworld_fast.game import FastGame, UnsupportedGame, build_game, demangle_names, load_game
 
 
-def make_fast_env(
-    split: str = "train",
-    num_games: int | None = 60,
-    seed: int = 0,
-    cache_dir: str | None = None,
-    max_steps: int = 50,
-    expert: bool = False,
-    *,
-    source: str = "generated",
-    task_types: Sequence[str] | None = None,
-    success_reward: float = 10.0,
-    hide_actions: Sequence[str] = ("help",),
-    pregenerate: bool = False,
-    **gen_kwargs: Any,
-) -> FastAlfworldEnv:
-    """The fast-engine twin of ``gaca.envs.alfworld.make`` (same arguments, generated games only).
+def make_fast_env(**kwargs: Any) -> FastAlfworldEnv:
+    """``gaca.envs.alfworld.make(**kwargs, engine="fast")``: generated games on the native engine.
 
-    Games are generated (on the real engine, once, into the cache) exactly as ``make`` does;
-    only playing them is native. ``gen_kwargs``: ``max_receptacles``, ``num_distractors``,
-    ``closed_prob``, ``max_target_instances``, ``max_plan_length``, ``eval_fraction`` (see
-    ``GenConfig``); ``fast_engine`` and ``data_dir`` are accepted and ignored.
+    Games are generated (on the real engine, once, into the cache) exactly as ``make`` does; only
+    playing them is native. Official data plays on the real engine only, so ``source`` must be
+    ``"generated"``.
     """
-    from gaca.envs.alfworld import SPLIT_DIRS, GenConfig, GeneratedGames
+    from gaca.envs.alfworld import make
 
-    if source != "generated":
+    if kwargs.get("source", "generated") != "generated":
         raise ValueError("the fast engine plays generated games only; use engine='real' for official data")
-    if split not in SPLIT_DIRS:
-        raise ValueError(f"generated games have splits {sorted(SPLIT_DIRS)}, got {split!r}")
-    gen_kwargs.pop("fast_engine", None)
-    gen_kwargs.pop("data_dir", None)
-    cfg = GenConfig(**gen_kwargs)
-    games = GeneratedGames(split, 60 if num_games is None else num_games, seed, cfg, cache_dir, task_types)  # type: ignore[arg-type]
-    if pregenerate:
-        games.pregenerate()
-    return FastAlfworldEnv(games, max_steps=max_steps, expert=expert, success_reward=success_reward,
-                           hide_actions=hide_actions)
+    return make(**{**kwargs, "engine": "fast"})  # type: ignore[return-value]
 
 
 __all__ = [
