@@ -46,7 +46,7 @@ def records(run_dir):
 
 def test_one_real_iteration_end_to_end(tmp_path, cache):
     out = tmp_path / "run"
-    result = train(small_config(out, cache))
+    result = train(small_config(out, cache, "eval.temperature=1.0"))
     assert result.iterations == 1 and not result.interrupted
     assert result.eval_before is not None and result.eval_after is not None
     assert 0.0 <= result.eval_after["eval/success"] <= 1.0
@@ -68,8 +68,11 @@ def test_one_real_iteration_end_to_end(tmp_path, cache):
     assert (out / "config.json").is_file() and (out / "tokenizer").is_dir() and any((out / "tb").iterdir())
     for png in plot_run(out):
         assert png.stat().st_size > 1000
+    # `gaca eval` of the checkpoint replays the run's own final evaluation (same sampling stream)
     stats, _ = evaluate_checkpoint(out)
     assert stats.episodes == 2
+    replay = {k: v for k, v in stats.metrics().items() if k in result.eval_after}
+    assert replay == {k: result.eval_after[k] for k in replay} and "eval/success" in replay
 
 
 def _final_state(run_dir):

@@ -207,10 +207,12 @@ def _close(pool: Any) -> None:
         close()
 
 
-def run_eval(policy: Any, pool: Any, cfg: TrainConfig, iteration: int) -> EvalStats:
-    """Held-out evaluation with the eval generator of ``iteration``."""
+def run_eval(policy: Any, pool: Any, cfg: TrainConfig) -> EvalStats:
+    """Held-out evaluation. Every evaluation of a run draws from the same sampling stream (common
+    random numbers), so the change between two evaluations is the policy's, not the dice's; and
+    ``gaca eval`` of a checkpoint reproduces the run's own evaluation of it."""
     return evaluate(policy, pool, eval_task_seeds(cfg), cfg.rollout, temperature=cfg.eval.temperature,
-                    top_p=cfg.eval.top_p, generator=iteration_generator(cfg.seed, iteration, stream=1))
+                    top_p=cfg.eval.top_p, generator=iteration_generator(cfg.seed, 0, stream=1))
 
 
 def _eval_due(cfg: TrainConfig, it: int) -> bool:
@@ -287,7 +289,7 @@ def train(
     bar = None
     try:
         if payload is None:
-            ev = run_eval(policy, eval_pool, cfg, 0)
+            ev = run_eval(policy, eval_pool, cfg)
             state.eval_before = ev.metrics()
             result.eval_before = state.eval_before
             log.log(0, {**state.sft, **ev.metrics(), "time/eval_s": ev.seconds})
@@ -321,7 +323,7 @@ def train(
                     "perf/advantage_share": (t2 - t1) / max(t3 - t0, 1e-9),
                 })
                 if _eval_due(cfg, state.iteration):
-                    ev = run_eval(policy, eval_pool, cfg, state.iteration)
+                    ev = run_eval(policy, eval_pool, cfg)
                     metrics.update(ev.metrics())
                     metrics["time/eval_s"] = ev.seconds
                 metrics["time/iteration_s"] = time.perf_counter() - t0
@@ -363,7 +365,7 @@ def train(
 
 
 def evaluate_checkpoint(
-    checkpoint: str | Path, overrides: list[str] | None = None, *, iteration_seed: int = 10**6
+    checkpoint: str | Path, overrides: list[str] | None = None
 ) -> tuple[EvalStats, TrainConfig]:
     """Load a run's checkpoint (run directory or checkpoint.pt) and evaluate it on the held-out tasks.
 
@@ -382,7 +384,7 @@ def evaluate_checkpoint(
     pool = make_pool(cfg, split=cfg.env.eval_split, num_games=cfg.env.num_eval_games,
                      num_envs=min(cfg.eval.batch_size, cfg.env.num_eval_games))
     try:
-        stats = run_eval(policy, pool, cfg, iteration_seed)
+        stats = run_eval(policy, pool, cfg)
     finally:
         _close(pool)
     return stats, cfg
