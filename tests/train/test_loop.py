@@ -34,6 +34,8 @@ def small_config(out_dir, cache, *extra: str):
         "env.num_train_games=2", "env.num_eval_games=2", "env.num_workers=1",
         f"env.kwargs={{ max_steps = 4, max_receptacles = 4, num_distractors = 2, cache_dir = {json.dumps(cache)} }}",
         "rollout.group_size=2", "rollout.tasks_per_iter=1", "rollout.max_steps=3", "rollout.max_new_tokens=6",
+        # the preset trains without it, but 3-step games are rarely won: the penalty gives the update a signal
+        "rollout.invalid_penalty=0.1",
         "sft.episodes=2", "sft.steps=2", "sft.batch_size=4", "eval.batch_size=2", "eval.every=0",
         "ppo.micro_batch_size=4", "ppo.lr=1e-3", "iterations=1", "checkpoint_every=1", "progress=false",
         "threads=0", *extra,
