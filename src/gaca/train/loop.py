@@ -68,7 +68,8 @@ class TrainResult:
 
 
 def iteration_generator(seed: int, iteration: int, stream: int = 0) -> torch.Generator:
-    """The RNG of iteration ``iteration`` (stream 0: training, 1: evaluation), independent of history."""
+    """The RNG of iteration ``iteration`` (stream 0: training, 1: evaluation, which always uses
+    iteration 0; 2: task draw), independent of history."""
     return torch.Generator().manual_seed((seed * 1_000_003 + iteration) * 4 + stream)
 
 
