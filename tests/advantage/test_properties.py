@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gaca.advantage import ESTIMATORS, StepBatch, compute_advantages
@@ -96,6 +96,9 @@ def test_zscore_criticality_ignores_a_constant_shift_per_trajectory(batch, shift
     traj_key = batch.group_id * 4 + batch.traj_id
     shift = torch.tensor(shifts)[traj_key % 16].unsqueeze(1)
     shifted = StepBatch(**{**_fields(batch), "logprobs": batch.logprobs + shift})
+    # a float32 shift rounds away NLL differences below its resolution: the invariance holds for
+    # differences the dtype can carry
+    assume(bool(((shifted.logprobs - shift) == batch.logprobs).all()))
     a = compute_advantages(batch, "gaca")
     b = compute_advantages(shifted, "gaca")
     torch.testing.assert_close(a.criticality, b.criticality, atol=2e-3, rtol=1e-3)
