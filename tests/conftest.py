@@ -1,0 +1,16 @@
+"""Test-session settings shared by every test package.
+
+Hypothesis profiles: ``dev`` (the default) explores new random examples on every run; ``ci``
+(``HYPOTHESIS_PROFILE=ci``, set by ``.ci/run``) derandomizes them, so that a red CI run is a real
+defect that reproduces, never a new random draw.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import settings
+
+settings.register_profile("dev")
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
