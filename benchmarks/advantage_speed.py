@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.advantage.reference
 
 from gaca.advantage import ESTIMATORS, StepBatch, compute_advantages  # noqa: E402
-from gaca.advantage.synthetic import synthetic_batch  # noqa: E402
+from gaca.testing.synthetic import synthetic_batch  # noqa: E402
 
 FIELDS = ("group_id", "traj_id", "step", "anchor", "reward", "logprobs", "mask")
 ESTIMATOR_ORDER = ["grpo", "rloo", "gigpo", "fixed_mix", "gaca"]
@@ -52,7 +52,7 @@ def time_estimator(fields: dict, name: str, repeats: int) -> tuple[float, float]
 MEMORY_PROBE = r"""
 import json, sys, torch
 from gaca.advantage import StepBatch, compute_advantages
-from gaca.advantage.synthetic import synthetic_batch
+from gaca.testing.synthetic import synthetic_batch
 batch = synthetic_batch(int(sys.argv[1]), seed=1)
 fields = {k: getattr(batch, k) for k in FIELDS_TUPLE}
 del batch

@@ -63,52 +63,15 @@ def _single_steps_per_s(env: Any, num_games: int, min_steps: int, seed: int,
     return n / (time.perf_counter() - t0), n / in_step
 
 
-def _pool_steps_per_s(factory: str, kwargs: dict, num_envs: int, num_workers: int, min_steps: int,
-                      seed: int) -> float:
-    """``EnvPool`` with random admissible actions (groups of 4), env-steps per second after warm-up."""
-    from gaca.envs.pool import EnvPool
-
-    rng = random.Random(seed)
-    with EnvPool(factory, kwargs, num_envs=num_envs, num_workers=num_workers) as pool:
-        seeds = [(i // 4) % kwargs["num_games"] for i in range(num_envs)]
-        infos = [info for _, info in pool.reset(seeds)]  # warm-up: games loaded
-        done = [False] * num_envs
-        n, t0 = 0, time.perf_counter()
-        while n < min_steps:
-            if all(done):
-                seeds = [(s + num_envs // 4) % kwargs["num_games"] for s in seeds]
-                infos = [info for _, info in pool.reset(seeds)]
-                done = [False] * num_envs
-            actions = [None if d else rng.choice(i["admissible_actions"] or ["look"])
-                       for d, i in zip(done, infos, strict=True)]
-            for k, r in enumerate(pool.step(actions)):
-                if r is not None:
-                    infos[k] = r[4]
-                    done[k] = r[2] or r[3]
-                    n += 1
-        return n / (time.perf_counter() - t0)
-
-
 def _rollout_env_time(games: Any, tasks: int, copies: int, steps: int, seed: int) -> tuple[float, int]:
-    """Environment seconds of one rollout of ``tasks x copies`` trajectories x ``steps`` (fast engine)."""
-    from gaca.envs.alfworld_fast import FastAlfworldEnv
+    """Environment seconds of one rollout of ``tasks x copies`` trajectories x ``steps`` (native engine)."""
+    from gaca.envs import EnvPool, play_episodes
+    from gaca.envs.agents import RandomAgent
+    from gaca.envs.alfworld import AlfworldEnv, NativeEngine
 
-    rng = random.Random(seed)
-    envs = [FastAlfworldEnv(games, max_steps=steps) for _ in range(tasks * copies)]
-    t0 = time.perf_counter()
-    infos = [env.reset(seed=i // copies)[1] for i, env in enumerate(envs)]
-    done = [False] * len(envs)
-    n = 0
-    for _ in range(steps):
-        for i, env in enumerate(envs):
-            if done[i]:
-                continue
-            _, _, term, trunc, infos[i] = env.step(rng.choice(infos[i]["admissible_actions"]))
-            done[i] = term or trunc
-            n += 1
-        if all(done):
-            break
-    return time.perf_counter() - t0, n
+    pool = EnvPool.from_envs([AlfworldEnv(games, NativeEngine(), max_steps=steps) for _ in range(tasks * copies)])
+    batch = play_episodes(pool, [i // copies for i in range(tasks * copies)], RandomAgent(seed))
+    return batch.env_seconds, sum(e.length for e in batch.episodes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,15 +89,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.real_steps, args.fast_steps = min(args.real_steps, 60), min(args.fast_steps, 3000)
 
-    from gaca.envs.alfworld_fast import FastAlfworldEnv, load_game
-    from gaca.envs.alfworld_fast.differential import make_real_env
+    from gaca.envs import AlfworldConfig, env_spec
+    from gaca.envs.alfworld import GeneratedGames
+    from gaca.envs.alfworld.native import load_game
+    from gaca.testing.alfworld_differential import engine_pair
+    from gaca.testing.throughput import pool_steps_per_s
 
     cache = args.cache_dir or tempfile.mkdtemp(prefix="gaca-alf-fast-bench-")
-    kwargs = {"split": "train", "num_games": args.num_games, "seed": 0, "cache_dir": cache}
     t0 = time.perf_counter()
-    real = make_real_env(**kwargs, pregenerate=True)
+    games = GeneratedGames("train", args.num_games, 0, None, cache)
+    games.pregenerate()
     gen_s = time.perf_counter() - t0
-    games = real.games
+    real, fast = engine_pair(games)
     rows: list[Row] = [Row("games ready (generate or read cache)", gen_s, "s", f"{args.num_games} train games")]
 
     t0 = time.perf_counter()
@@ -143,7 +109,6 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(Row("fast: load + precompute games", (time.perf_counter() - t0) / args.num_games * 1e3, "ms/game",
                     "once per process"))
 
-    fast = FastAlfworldEnv(games)
     fast_single, fast_step = _single_steps_per_s(fast, args.num_games, args.fast_steps, args.seed)
     real_single, real_step = _single_steps_per_s(real, args.num_games, args.real_steps, args.seed)
     real.close()
@@ -156,11 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         Row("ratio fast/real: step() alone", fast_step / real_step, "x"),
     ]
 
-    fast_factory = "gaca.envs.alfworld_fast:make_fast_env"
-    real_factory = "gaca.envs.alfworld_fast.differential:make_real_env"
-    pool_fast0 = _pool_steps_per_s(fast_factory, kwargs, 64, 0, args.fast_steps, args.seed)
-    pool_fast2 = _pool_steps_per_s(fast_factory, kwargs, 64, 2, args.fast_steps, args.seed)
-    pool_real2 = _pool_steps_per_s(real_factory, kwargs, 8, 2, max(40, args.real_steps // 2), args.seed)
+    def spec(engine: str) -> Any:
+        return env_spec(AlfworldConfig(cache_dir=cache, engine=engine), "train", args.num_games)
+
+    pool_fast0 = pool_steps_per_s(spec("native"), 64, 0, args.fast_steps, args.seed)
+    pool_fast2 = pool_steps_per_s(spec("native"), 64, 2, args.fast_steps, args.seed)
+    pool_real2 = pool_steps_per_s(spec("textworld"), 8, 2, max(40, args.real_steps // 2), args.seed)
     rows += [
         Row("real: pool 8 envs / 2 workers", pool_real2, "steps/s"),
         Row("fast: pool 64 envs in-process", pool_fast0, "steps/s"),

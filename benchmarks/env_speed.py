@@ -37,38 +37,17 @@ class Row:
     note: str = ""
 
 
-def _pool_steps_per_s(env_name: str, kwargs: dict, num_envs: int, num_workers: int, steps: int,
-                      seed: int) -> float:
-    """Random admissible actions on ``num_envs`` envs (groups of 4), env-steps per second."""
+def section_alfworld(args: argparse.Namespace) -> list[Row]:
+    """ALFWorld on generated games (``--engine``: alfworld 0.4.2's TextWorld PDDL engine by default)."""
     import random
 
-    from gaca.envs.pool import EnvPool
-
-    rng = random.Random(seed)
-    with EnvPool(env_name, kwargs, num_envs=num_envs, num_workers=num_workers) as pool:
-        seeds = [g for g in range(num_envs // 4 or 1) for _ in range(4)][:num_envs]
-        seeds += [0] * (num_envs - len(seeds))
-        infos = [info for _, info in pool.reset(seeds)]  # warm-up: engines loaded
-        done = [False] * num_envs
-        n, t0 = 0, time.perf_counter()
-        while n < steps:
-            if all(done):
-                infos = [info for _, info in pool.reset([s + 1 for s in seeds])]
-                done = [False] * num_envs
-            actions = [None if d else rng.choice(i["admissible_actions"] or ["look"]) for d, i in
-                       zip(done, infos, strict=True)]
-            for k, r in enumerate(pool.step(actions)):
-                if r is not None:
-                    infos[k] = r[4]
-                    done[k] = r[2] or r[3]
-                    n += 1
-        return n / (time.perf_counter() - t0)
-
-
-def section_alfworld(args: argparse.Namespace) -> list[Row]:
-    """alfworld 0.4.2 TextWorld PDDL engine on generated games."""
+    from gaca.envs import AlfworldConfig, env_spec, make_env, prepare_envs
     from gaca.envs.agents import ExpertAgent, RandomAgent, play_episode
-    from gaca.envs.alfworld import TASK_TYPES, generate_game, make
+    from gaca.envs.alfworld import TASK_TYPES, generate_game
+    from gaca.testing.throughput import pool_steps_per_s
+
+    def make(split, **kwargs):
+        return make_env("alfworld", split=split, engine=args.engine, **kwargs)
 
     rows: list[Row] = []
     sec = "alfworld"
@@ -89,7 +68,7 @@ def section_alfworld(args: argparse.Namespace) -> list[Row]:
     # 2. Pre-generate the measured sets (not timed above).
     t0 = time.perf_counter()
     for split in ("train", "eval"):
-        make(split, num_games=args.num_games, cache_dir=cache, pregenerate=True)
+        prepare_envs(env_spec(AlfworldConfig(cache_dir=cache), split, args.num_games))
     rows.append(Row(sec, "pregenerate 2 splits", time.perf_counter() - t0, "s",
                     f"{2 * args.num_games} games (0 if cached)"))
 
@@ -130,25 +109,25 @@ def section_alfworld(args: argparse.Namespace) -> list[Row]:
 
     # 4. One env, steps only (no resets), and the pool.
     env = make("train", num_games=args.num_games, cache_dir=cache)
-    agent = RandomAgent(args.seed)
-    obs, info = env.reset(seed=0)
+    rng = random.Random(args.seed)
+    _, info = env.reset(seed=0)
     n, t0 = 0, time.perf_counter()
     target = 100 if args.quick else 300
     s = 0
     while n < target:
-        obs, _, term, trunc, info = env.step(agent.act(obs, info))
+        _, _, term, trunc, info = env.step(rng.choice(info["admissible_actions"] or ["look"]))
         n += 1
         if term or trunc:
             s += 1
-            obs, info = env.reset(seed=s)
+            _, info = env.reset(seed=s)
     sps = n / (time.perf_counter() - t0)
     rows.append(Row(sec, "1 env steps/s (random agent, 1 game per 50 steps)", sps, "steps/s"))
     env.close()
-    kwargs = {"split": "train", "num_games": args.num_games, "cache_dir": cache}
+    spec = env_spec(AlfworldConfig(cache_dir=cache, engine=args.engine), "train", args.num_games)
     steps = 200 if args.quick else 600
-    for workers in (1, 2):
-        sps = _pool_steps_per_s("alfworld", kwargs, num_envs=8, num_workers=workers, steps=steps, seed=args.seed)
-        rows.append(Row(sec, f"pool steps/s, 8 envs, {workers} worker(s)", sps, "steps/s"))
+    for workers in (0, 2):
+        sps = pool_steps_per_s(spec, num_envs=8, num_workers=workers, min_steps=steps, seed=args.seed)
+        rows.append(Row(sec, f"pool steps/s, 8 envs, {workers or 'no'} worker process(es)", sps, "steps/s"))
     return rows
 
 
@@ -164,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-games", type=int, default=60, help="games per split for the quality rows")
     p.add_argument("--cache-dir", default=None, help="game cache (default: a fresh temp dir)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--engine", default="textworld", choices=["textworld", "native"], help="ALFWorld engine")
     p.add_argument("--quick", action="store_true", help="fewer games and steps")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "env_speed.json"))
     args = p.parse_args(argv)

@@ -3,7 +3,7 @@
     python benchmarks/train_speed.py [--preset tiny-alfworld] [--rows 16] [--repeats 2] [key=value ...]
 
 Measures, with the preset's policy (warm-started as the trainer does it):
-1. rollout throughput: ``Policy.sample`` (generated tokens/s) against plain ``model.generate`` on
+1. rollout throughput: ``CausalLMPolicy.sample`` (generated tokens/s) against plain ``model.generate`` on
    the same prompts, same length limit and stop string (target: >= 1x);
 2. update throughput: ``ppo_update`` (response tokens/s) against a bare forward+backward+AdamW
    loop of the same model over the same micro-batches (target: >= 0.8x);
@@ -28,11 +28,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 from gaca.advantage import compute_advantages  # noqa: E402
-from gaca.policy import generate_baseline  # noqa: E402
+from gaca.envs import EnvPool  # noqa: E402
 from gaca.rollout import collect_expert_examples, collect_rollouts  # noqa: E402
+from gaca.testing.generate_baseline import generate_baseline  # noqa: E402
 from gaca.train.config import load_config  # noqa: E402
-from gaca.train.loop import build_policy, iteration_generator, make_pool, train_task_seeds  # noqa: E402
+from gaca.train.schedule import iteration_generator, train_task_seeds  # noqa: E402
 from gaca.train.update import make_optimizer, ppo_update  # noqa: E402
+from gaca.train.warmstart import warm_start  # noqa: E402
 
 
 def best(fn, repeats: int):
@@ -79,14 +81,13 @@ def main() -> int:
         torch.set_num_threads(cfg.threads)
     run_dir = Path(cfg.out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    policy, _ = build_policy(cfg, run_dir, resume=False)
+    policy, _ = warm_start(cfg, run_dir)
     result: dict = {"preset": args.preset, "model": cfg.policy.model, "threads": torch.get_num_threads(),
                     "platform": platform.platform(), "python": sys.version.split()[0], "torch": torch.__version__}
 
     # 1. rollout throughput on real prompts (expert play of held-out games, built as the rollout builds them)
-    pool = make_pool(cfg, split=cfg.env.eval_split, num_games=cfg.env.num_eval_games, num_envs=4, expert=True)
-    data = collect_expert_examples(pool, list(range(8)), cfg.rollout)
-    pool.close()
+    with EnvPool.for_split(cfg.env, cfg.env.eval_split, 4, num_games=cfg.env.num_eval_games, expert=True) as pool:
+        data = collect_expert_examples(pool, list(range(8)), history_length=cfg.rollout.history_length)
     prompts = [policy.build_prompt(p) for p, _ in data.examples][: args.rows]
     kw = dict(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
               top_p=cfg.rollout.top_p, stop=cfg.rollout.stop)
@@ -101,8 +102,8 @@ def main() -> int:
     result["rollout"]["speedup"] = result["rollout"]["sample_tokens_per_s"] / result["rollout"]["generate_tokens_per_s"]
 
     # 3./4. one real iteration per estimator from the same seed: forward passes and the advantage share
-    it_pool = make_pool(cfg, split=cfg.env.train_split, num_games=cfg.env.num_train_games,
-                        num_envs=cfg.rollout.tasks_per_iter * cfg.rollout.group_size)
+    it_pool = EnvPool.for_split(cfg.env, cfg.env.train_split, cfg.rollout.tasks_per_iter * cfg.rollout.group_size,
+                                num_games=cfg.env.num_train_games)
     state = {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
     iters = {}
     batch = None
@@ -115,20 +116,17 @@ def main() -> int:
         batch = collect_rollouts(policy, it_pool, train_task_seeds(cfg, 0), cfg.rollout, generator=gen)
         t1 = time.perf_counter()
         calls1 = policy.forward_calls
-        adv = compute_advantages(batch.steps, name, **vars(cfg.advantage))
+        adv = compute_advantages(batch.steps, name, **cfg.advantage_options)
         t2 = time.perf_counter()
-        calls2 = policy.forward_calls
-        upd = ppo_update(policy, opt, batch, adv.advantage, cfg.ppo, temperature=cfg.rollout.temperature,
-                         generator=gen)
+        upd = ppo_update(policy, opt, batch, adv.advantage, cfg.ppo, generator=gen)
         t3 = time.perf_counter()
-        t_adv = min(best(lambda n=name, b=batch: compute_advantages(b.steps, n, **vars(cfg.advantage)), 20)[0],
+        t_adv = min(best(lambda n=name, b=batch: compute_advantages(b.steps, n, **cfg.advantage_options), 20)[0],
                     t2 - t1)
         iters[name] = {
             "rows": batch.num_rows, "rollout_s": t1 - t0, "advantage_s": t_adv, "update_s": t3 - t2,
             "advantage_share": t_adv / (t1 - t0 + t_adv + t3 - t2),
             "forward_passes": policy.forward_calls - calls0,
-            "forward_passes_rollout": calls1 - calls0, "forward_passes_advantage": calls2 - calls1,
-            "forward_passes_update": upd.forward_passes,
+            "forward_passes_rollout": calls1 - calls0, "forward_passes_update": upd.forward_passes,
         }
     it_pool.close()
     result["iteration"] = iters
@@ -136,14 +134,14 @@ def main() -> int:
 
     # 2. update throughput: ppo_update vs the bare loop, same batch, same micro-batches
     assert batch is not None
-    adv = compute_advantages(batch.steps, "gaca", **vars(cfg.advantage)).advantage
+    adv = compute_advantages(batch.steps, "gaca", **cfg.advantage_options).advantage
     tokens = int(batch.response_mask.sum()) * cfg.ppo.epochs
     num_mb = min(cfg.ppo.num_minibatches, batch.num_rows)
 
     def run_ppo():
         policy.model.load_state_dict(state)
         ppo_update(policy, make_optimizer(policy, cfg.ppo), batch, adv, cfg.ppo,
-                   temperature=cfg.rollout.temperature, generator=torch.Generator().manual_seed(0))
+                   generator=torch.Generator().manual_seed(0))
 
     def run_bare():
         policy.model.load_state_dict(state)
@@ -176,8 +174,7 @@ def main() -> int:
         print(f"iteration [{name}]: rows {v['rows']}, rollout {v['rollout_s']:.2f}s, "
               f"advantage {v['advantage_s'] * 1e3:.2f}ms "
               f"({100 * v['advantage_share']:.3f}%), update {v['update_s']:.2f}s, forward passes {v['forward_passes']} "
-              f"(rollout {v['forward_passes_rollout']}, advantage {v['forward_passes_advantage']}, "
-              f"update {v['forward_passes_update']})")
+              f"(rollout {v['forward_passes_rollout']}, update {v['forward_passes_update']})")
     print("targets:", json.dumps(result["targets"]))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,8 @@ table and writes ``benchmarks/results/webshop_speed.json``.
 
     PYTHONPATH=src python benchmarks/webshop_speed.py [--episodes 500] [--num-products 2400] [--seed 0]
 
-``steps_per_s`` counts only the time spent inside ``env.step``/``env.reset``; ``agent_steps_per_s``
-includes the agent's own choice.
+``steps_per_s`` counts only the time spent inside the environment's ``step``/``reset`` (through the
+episode driver's in-process pool); ``agent_steps_per_s`` includes the agent's own choice.
 """
 
 from __future__ import annotations
@@ -18,34 +18,24 @@ import platform
 import time
 from pathlib import Path
 
-from gaca.envs.webshop import OracleAgent, RandomAgent, make
+from gaca.envs import EnvPool, make_env, play_episodes
+from gaca.envs.webshop import OracleAgent, RandomAgent
 from gaca.envs.webshop.catalog import Catalogue, get_catalogue
 
 
 def run(split: str, agent_name: str, episodes: int, num_products: int, seed: int) -> dict:
-    env = make(split=split, seed=seed, num_products=num_products, expert=agent_name == "oracle")
+    env = make_env("webshop", split=split, catalogue_seed=seed, num_products=num_products,
+                   expert=agent_name == "oracle")
     agent = OracleAgent() if agent_name == "oracle" else RandomAgent(seed)
-    wins, total_reward, steps, env_time = 0, 0.0, 0, 0.0
     start = time.perf_counter()
-    for s in range(episodes):
-        t0 = time.perf_counter()
-        obs, info = env.reset(seed=s)
-        env_time += time.perf_counter() - t0
-        done = False
-        while not done:
-            action = agent.act(obs, info)
-            t0 = time.perf_counter()
-            obs, reward, term, trunc, info = env.step(action)
-            env_time += time.perf_counter() - t0
-            steps += 1
-            done = term or trunc
-        wins += int(info["won"])
-        total_reward += reward
+    batch = play_episodes(EnvPool.from_envs([env]), list(range(episodes)), agent)
     wall = time.perf_counter() - start
+    steps = sum(e.length for e in batch.episodes)
     return {
-        "split": split, "agent": agent_name, "episodes": episodes, "success": wins / episodes,
-        "mean_reward": total_reward / episodes, "mean_steps": steps / episodes,
-        "steps_per_s": steps / env_time, "agent_steps_per_s": steps / wall,
+        "split": split, "agent": agent_name, "episodes": episodes,
+        "success": sum(e.won for e in batch.episodes) / episodes,
+        "mean_reward": sum(e.env_return for e in batch.episodes) / episodes, "mean_steps": steps / episodes,
+        "steps_per_s": steps / batch.env_seconds, "agent_steps_per_s": steps / wall,
     }
 
 

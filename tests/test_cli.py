@@ -26,6 +26,20 @@ def test_config_errors_exit_2_with_the_valid_keys(capsys):
     assert "no checkpoint" in capsys.readouterr().err
 
 
+def test_config_show_prints_the_resolved_config_with_its_documentation(capsys):
+    assert main(["config", "show", "--preset", "tiny-alfworld", "env.max_steps=20", "advantage.kappa=0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "\n[env]\n" in out and "\nmax_steps = 20\n" in out and "\nkappa = 0.5\n" in out
+    assert "# The step limit of one episode" in out  # the field's docstring, above its value
+    assert "[env.generator]" in out and "# cache_dir = (none)" in out
+    assert main(["config", "show", "env.name=webshop"]) == 0
+    out = capsys.readouterr().out
+    assert 'intro = "You are an expert agent shopping on a web store (WebShop)."' in out  # the family's own
+    assert "[env.generator]" not in out and "catalogue_seed = 0" in out
+    assert main(["config", "show", "env.max_stepz=7"]) == 2
+    assert "unknown config key(s) ['env.max_stepz']" in capsys.readouterr().err
+
+
 def test_parser_requires_a_command():
     with pytest.raises(SystemExit):
         build_parser().parse_args([])
@@ -54,9 +68,9 @@ def test_train_then_eval_from_the_command_line(tmp_path, tmp_path_factory, capsy
     overrides = [
         f"out_dir={json.dumps(str(tmp_path / 'run'))}", f"policy.cache_dir={cache}", "policy.tiny_hidden=32",
         "policy.tiny_layers=1", "policy.tiny_heads=2", "policy.tiny_vocab=400", "env.num_train_games=2",
-        "env.num_eval_games=2", "env.num_workers=1",
-        f"env.kwargs={{ max_steps = 3, max_receptacles = 4, num_distractors = 2, cache_dir = {cache} }}",
-        "rollout.group_size=2", "rollout.tasks_per_iter=1", "rollout.max_steps=2", "rollout.max_new_tokens=4",
+        "env.num_eval_games=2", "env.num_workers=1", "env.max_steps=2", f"env.cache_dir={cache}",
+        "env.generator.max_receptacles=4", "env.generator.num_distractors=2",
+        "rollout.group_size=2", "rollout.tasks_per_iter=1", "rollout.max_new_tokens=4",
         "sft.episodes=2", "sft.steps=1", "eval.batch_size=2", "iterations=1", "progress=false", "tensorboard=false",
     ]
     assert main(["train", "--preset", "tiny-alfworld", *overrides]) == 0

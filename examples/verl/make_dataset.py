@@ -23,7 +23,7 @@ AGENT_NAME = "gaca_text_env"  # gaca.integrations.verl.agent_loop.AGENT_NAME (ke
 
 def rows(env: str, split: str, num_games: int, first_seed: int, env_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
     """One verl dataset row per game seed ``first_seed .. first_seed + num_games - 1``."""
-    options = {**env_kwargs, "split": split}
+    options = {"num_games": num_games, **env_kwargs, "split": split}
     return [
         {
             "data_source": f"gaca/{env}",
@@ -55,7 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train-games", type=int, default=3000)
     parser.add_argument("--val-games", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0, help="first training game seed")
-    parser.add_argument("--env-kwargs", default="{}", help="JSON keyword options for the environment's make()")
+    parser.add_argument("--env-kwargs", default="{}",
+                        help='JSON settings of the environment (fields of its config class, e.g. gaca.envs.'
+                        'AlfworldConfig: {"max_steps": 30})')
     parser.add_argument("--val-split", default="eval", help="the environment's held-out split name")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

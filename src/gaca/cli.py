@@ -1,10 +1,11 @@
-"""The ``gaca`` command line: ``gaca train``, ``gaca eval CHECKPOINT``, ``gaca plot RUN_DIR``, ``gaca presets``.
+"""The ``gaca`` command line: train, eval, plot, presets, config show.
 
     gaca train --preset tiny-alfworld                     # the README's main job
     gaca train --config my.toml advantage.kappa=0.5 iterations=30
     gaca train --preset tiny-alfworld --resume            # continue out_dir's checkpoint
     gaca eval runs/tiny-alfworld env.num_eval_games=48
     gaca plot runs/tiny-alfworld
+    gaca config show --preset tiny-alfworld env.max_steps=20   # the resolved config, documented
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from gaca.train.loop import evaluate_checkpoint
+    from gaca.train.run import evaluate_checkpoint
 
     stats, _cfg = evaluate_checkpoint(args.checkpoint, args.overrides)
     metrics = stats.metrics()
@@ -78,6 +79,22 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config_show(args: argparse.Namespace) -> int:
+    from gaca.config import describe
+    from gaca.train.config import load_config
+
+    cfg = load_config(args.config, args.overrides, preset=args.preset)
+    print("\n".join(describe(cfg)))
+    return 0
+
+
+def _config_source(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--config", help="TOML config file")
+    src.add_argument("--preset", help="a shipped preset (see `gaca presets`)")
+    parser.add_argument("overrides", nargs="*", help="dotted key=value, e.g. advantage.kappa=0.5 iterations=10")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``gaca``."""
     p = argparse.ArgumentParser(prog="gaca", description="Granularity-Adaptive Credit Assignment: train and "
@@ -86,11 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a policy (config file or preset, plus key=value overrides)")
-    src = t.add_mutually_exclusive_group()
-    src.add_argument("--config", help="TOML config file")
-    src.add_argument("--preset", help="a shipped preset (see `gaca presets`)")
+    _config_source(t)
     t.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
-    t.add_argument("overrides", nargs="*", help="dotted key=value, e.g. advantage.kappa=0.5 iterations=10")
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("eval", help="evaluate a checkpoint on the held-out tasks")
@@ -105,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("presets", help="list the shipped presets")
     pr.set_defaults(func=cmd_presets)
+
+    c = sub.add_parser("config", help="inspect configs")
+    csub = c.add_subparsers(dest="config_command", required=True)
+    show = csub.add_parser("show", help="print the resolved config, each field with its documentation")
+    _config_source(show)
+    show.set_defaults(func=cmd_config_show)
     return p
 
 
@@ -113,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    from gaca.train.config import ConfigError
+    from gaca.config import ConfigError
 
     try:
         return int(args.func(args))

@@ -85,7 +85,7 @@ def test_repeated_step_in_a_trajectory_raises():
         (dict(mixture="max"), r"mixture='max'"),
         (dict(gamma=1.5), r"gamma must be in \[0, 1\]"),
         (dict(w_min=0.8, w_max=0.2), r"w_min=0.8 must be <= w_max=0.2"),
-        (dict(similarity=1.5), r"similarity must be None or in \(0, 1\)"),
+        (dict(similarity=1.5), r"similarity must be in \(0, 1\), got 1.5"),
         (dict(kapa=0.1), r"unknown advantage option\(s\) \['kapa'\]; valid options: \['gamma'"),
         (dict(mixture="additive", w0=0.0), r"additive' divides by w0"),
         (dict(weight_map="sigmoid", w0=1.0), r"sigmoid' needs 0 < w0 < 1"),

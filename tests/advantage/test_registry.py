@@ -34,7 +34,7 @@ def test_register_a_custom_estimator_and_refuse_a_duplicate():
         with pytest.raises(ValueError, match="already registered"):
             register_estimator("test_negated_grpo")(negated)
     finally:
-        ESTIMATORS.pop("test_negated_grpo")
+        ESTIMATORS.unregister("test_negated_grpo")
 
 
 def test_public_names_are_exported():

@@ -29,5 +29,13 @@ def alf_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def alf_kwargs(alf_cache: str) -> dict:
-    """``make`` kwargs of the fast train set (expert on)."""
-    return {"split": "train", "num_games": N_FAST, "seed": 0, "cache_dir": alf_cache, "expert": True, "engine": "real"}
+    """``make_env("alfworld", **alf_kwargs)``: the fast train set on the TextWorld engine, expert on."""
+    return {"split": "train", "num_games": N_FAST, "cache_dir": alf_cache, "expert": True, "engine": "textworld"}
+
+
+@pytest.fixture(scope="session")
+def alf_spec(alf_cache: str):
+    """The same environments as ``alf_kwargs``, as the ``EnvSpec`` a pool builds them from."""
+    from gaca.envs import AlfworldConfig, env_spec
+
+    return env_spec(AlfworldConfig(cache_dir=alf_cache, engine="textworld"), "train", N_FAST, expert=True)

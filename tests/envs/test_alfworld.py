@@ -16,24 +16,31 @@ from gaca.envs.agents import ExpertAgent, RandomAgent, play_episode
 from gaca.envs.alfworld import (
     NOTHING_HAPPENS,
     TASK_TYPES,
+    AlfworldEnv,
     GenConfig,
+    GeneratedGames,
     OfficialGames,
+    TextWorldEngine,
     combo_split,
     games_root,
     generate_game,
     speedups,
 )
-from gaca.envs.alfworld import make as make_any_engine
 from gaca.envs.alfworld.scenes import load_scene, scene_numbers
 from gaca.envs.base import INFO_KEYS, TextEnv
+from gaca.envs.episodes import Turn
 
 N_FAST = 6  # games per split in the session cache (conftest.N_FAST)
+GEN_KNOBS = ("max_receptacles", "num_distractors", "closed_prob")
 
 
+def make(split="train", **kwargs):
+    """ALFWorld on the real TextWorld engine (what these tests are about); generator knobs by keyword."""
+    gen = {k: kwargs.pop(k) for k in GEN_KNOBS if k in kwargs}
+    if gen:
+        kwargs["generator"] = GenConfig(**gen)
+    return make_env("alfworld", split=split, **{"engine": "textworld", **kwargs})
 
-def make(*args, **kwargs):
-    """``gaca.envs.alfworld.make`` on the real TextWorld engine (what these tests are about)."""
-    return make_any_engine(*args, **{"engine": "real", **kwargs})
 
 
 def test_bundled_floor_plans_parse():
@@ -121,10 +128,9 @@ def test_same_seed_same_game_and_observations(alf_kwargs):
     o2, i2 = e2.reset(seed=2 + N_FAST)  # seed s and s + num_games: the same game
     assert o1 == o2 and i1["task_id"] == i2["task_id"]
     agent_a, agent_b = RandomAgent(7), RandomAgent(7)
-    agent_a.reset(2), agent_b.reset(2)
-    for _ in range(10):
-        a = agent_a.act(o1, i1)
-        assert a == agent_b.act(o2, i2)
+    for t in range(10):
+        a = agent_a.choose(Turn(0, 2, t, o1, i1, ()))
+        assert a == agent_b.choose(Turn(0, 2, t, o2, i2, ()))
         o1, r1, t1, u1, i1 = e1.step(a)
         o2, r2, t2, u2, i2 = e2.step(a)
         assert (o1, r1, t1, u1, i1["admissible_actions"]) == (o2, r2, t2, u2, i2["admissible_actions"])
@@ -171,7 +177,7 @@ def test_official_layout_adapter(alf_cache, monkeypatch):
     try:
         assert len(OfficialGames("train", data_dir=root)) == len(games)
         monkeypatch.setenv("ALFWORLD_DATA", root)
-        env = make("train", source="official", num_games=None, expert=True)
+        env = make("train", source="official", num_games=len(games), expert=True)
         assert env.num_games == len(games)
         ep = play_episode(env, ExpertAgent(), seed=0)
         assert ep["won"] and ep["task_type"] in TASK_TYPES and ep["task"]
@@ -182,9 +188,10 @@ def test_official_layout_adapter(alf_cache, monkeypatch):
         OfficialGames("valid_seen", data_dir=root)
 
 
-def test_speedups_do_not_change_transcripts(alf_kwargs):
+def test_speedups_do_not_change_transcripts(alf_cache):
     def transcript():
-        env = make(**{**alf_kwargs, "fast_engine": speedups.installed()})
+        games = GeneratedGames("train", N_FAST, 0, None, alf_cache)
+        env = AlfworldEnv(games, TextWorldEngine(memoize=speedups.installed()))
         agent = RandomAgent(3)
         out = []
         for s in (1, 5):

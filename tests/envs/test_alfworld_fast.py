@@ -31,13 +31,14 @@ pytest.importorskip("alfworld")
 pytest.importorskip("textworld")
 pytest.importorskip("fast_downward")
 
+from gaca.envs import AlfworldConfig, make_env
 from gaca.envs.alfworld import TASK_TYPES, AlfworldEnv, GeneratedGames
-from gaca.envs.alfworld_fast import FastAlfworldEnv, FastState, load_game, make_fast_env
-from gaca.envs.alfworld_fast import expert_plan as native_plan
-from gaca.envs.alfworld_fast.differential import (
+from gaca.envs.alfworld.native import FastState, load_game
+from gaca.envs.alfworld.native import expert_plan as native_plan
+from gaca.testing.alfworld_differential import (
     busy_policy,
     compare_episode,
-    make_real_env,
+    engine_pair,
     plan_policy,
     random_policy,
     tour_policy,
@@ -48,11 +49,9 @@ N_FAST = 6
 SLOW_GAMES = int(os.environ.get("GACA_FAST_DIFF_GAMES", "30"))
 
 
-def _pair(split: str, num_games: int, cache: str) -> tuple[AlfworldEnv, FastAlfworldEnv]:
-    real = make_real_env(split=split, num_games=num_games, seed=0, cache_dir=cache, hide_actions=())
-    assert isinstance(real, AlfworldEnv)  # the reference is the TextWorld engine, whatever make()'s default
-    fast = FastAlfworldEnv(real.games, hide_actions=())
-    return real, fast
+def _pair(split: str, num_games: int, cache: str) -> tuple[AlfworldEnv, AlfworldEnv]:
+    """The TextWorld engine (the reference) and the native one on the same games."""
+    return engine_pair(GeneratedGames(split, num_games, 0, None, cache), hide_actions=())
 
 
 def _check(real, fast, seed, policy, max_steps=30) -> None:
@@ -101,14 +100,14 @@ def test_expert_plans_win_on_both(alf_cache):
         real.close()
 
 
-def detour_then_expert(fast: FastAlfworldEnv, seed: int, detour: int):
+def detour_then_expert(fast: AlfworldEnv, seed: int, detour: int):
     """``detour`` random admissible actions, then the fast env's expert (re-planned every step)."""
     walk = random_policy(seed, invalid_prob=0.0, help_prob=0.0)
 
     def act(t, obs, info):
         if t <= detour:
             return walk(t, obs, info)
-        plan = fast.expert_plan()
+        plan = fast.engine.expert_plan()
         return plan[0] if plan else "look"
     return act
 
@@ -129,7 +128,7 @@ def test_native_expert_wins_after_random_detours(alf_cache, split):
     """Fast engine only: from 10 random detours (0-25 steps) per game, the re-planned expert wins."""
     import random
 
-    fast = make_fast_env(split=split, num_games=N_FAST, seed=0, cache_dir=alf_cache, expert=True, max_steps=80)
+    fast = make_env("alfworld", split=split, num_games=N_FAST, cache_dir=alf_cache, expert=True, max_steps=80)
     for g in range(N_FAST):
         for d in range(10):
             rng = random.Random(f"{split}|{g}|{d}")
@@ -149,9 +148,12 @@ def _check_logged(real, fast, seed, policy, log, max_steps=50) -> None:
     assert not mismatches, "\n".join(str(m) for m in mismatches[:3])
 
 
-def test_make_fast_env_is_the_same_game_set(alf_cache):
-    real = make_real_env(split="eval", num_games=N_FAST, seed=0, cache_dir=alf_cache, expert=True)
-    fast = make_fast_env(split="eval", num_games=N_FAST, seed=0, cache_dir=alf_cache, expert=True, fast_engine=True)
+def test_both_engines_play_the_same_game_set(alf_cache):
+    def make(engine):
+        return make_env("alfworld", split="eval", num_games=N_FAST, cache_dir=alf_cache, expert=True, engine=engine)
+
+    real, fast = make("textworld"), make("native")
+    assert make_env("alfworld", cache_dir=alf_cache).engine.__class__.__name__ == "NativeEngine"  # the default
     try:
         for g in range(N_FAST):
             (o1, i1), (o2, i2) = real.reset(seed=g + N_FAST), fast.reset(seed=g + N_FAST)
@@ -163,8 +165,8 @@ def test_make_fast_env_is_the_same_game_set(alf_cache):
             assert i2["expert_plan"] == list(real.game(g).expert_plan)
     finally:
         real.close()
-    with pytest.raises(ValueError):
-        make_fast_env(source="official")
+    with pytest.raises(ValueError, match="official ALFWorld games play on the TextWorld engine"):
+        AlfworldConfig(source="official")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,7 +216,7 @@ def shuffle_policy():
 def _mutated_pair(alf_cache, tmp_path, num_games):
     base = GeneratedGames("train", num_games, 0, None, alf_cache)
     records = [mutate_game(base[g], str(tmp_path / f"g{g}")) for g in range(num_games)]
-    return AlfworldEnv(records, hide_actions=()), FastAlfworldEnv(records, hide_actions=())
+    return engine_pair(records, hide_actions=())
 
 
 def _run_mutated(real, fast, num_games, busy):

@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gaca.envs.alfworld_fast import FastAlfworldEnv, FastState, build_game, demangle_names, display_list
-from gaca.envs.alfworld_fast.expert import plan as expert_plan
-from gaca.envs.alfworld_fast.expert import read_goal
-from gaca.envs.alfworld_fast.pddl import Goal, parse_problem, parse_sexp, typed_list
+from gaca.envs.alfworld import AlfworldEnv, NativeEngine
+from gaca.envs.alfworld.native import FastState, build_game, demangle_names, display_list
+from gaca.envs.alfworld.native.expert import plan as expert_plan
+from gaca.envs.alfworld.native.expert import read_goal
+from gaca.envs.alfworld.native.pddl import Goal, parse_problem, parse_sexp, typed_list
 
 # A small kitchen in ALFRED's mangled-id style. Locations: l1 countertop, l2 fridge, l3 microwave,
 # l4 sink basin, l0 the start (no receptacle).
@@ -310,11 +311,11 @@ def test_env_contract_and_truncation(game):
         task = "put a hot apple in countertop."
 
     from gaca.envs import base
-    from gaca.envs.alfworld_fast import env as env_mod
+    from gaca.envs.alfworld import native as native_mod
 
-    env = FastAlfworldEnv([Rec()], max_steps=3, expert=True)
-    orig = env_mod.load_game
-    env_mod.load_game = lambda path, check=True: game  # type: ignore[assignment]
+    env = AlfworldEnv([Rec()], NativeEngine(), max_steps=3, expert=True)
+    orig = native_mod.load_game
+    native_mod.load_game = lambda path, check=True: game  # type: ignore[assignment]
     try:
         assert isinstance(env, base.TextEnv)
         obs, info = env.reset(seed=5)
@@ -330,7 +331,7 @@ def test_env_contract_and_truncation(game):
             env.step("look")
         # The expert wins from the start and from a detour.
         for detour in ([], ["go to sinkbasin 1", "go to fridge 1", "open fridge 1"]):
-            env = FastAlfworldEnv([Rec()], max_steps=50, expert=True)
+            env = AlfworldEnv([Rec()], NativeEngine(), max_steps=50, expert=True)
             obs, info = env.reset(seed=0)
             for a in detour:
                 obs, r, term, trunc, info = env.step(a)
@@ -340,7 +341,7 @@ def test_env_contract_and_truncation(game):
                     break
             assert term and r == 10.0 and info["won"] and info["expert_plan"] == []
     finally:
-        env_mod.load_game = orig  # type: ignore[assignment]
+        native_mod.load_game = orig  # type: ignore[assignment]
 
 
 def test_expert_reads_goal_and_plans(state):

@@ -1,20 +1,23 @@
-"""EnvPool: episode groups on worker processes, fault tolerance."""
+"""EnvPool: episode groups in this process or on worker processes, fault tolerance."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 pytest.importorskip("alfworld")
 
-from gaca.envs.pool import EnvPool
+from gaca.envs import EnvPool, env_spec
+from gaca.testing.faults import FaultyConfig
 
 
 def _drive(pool, seeds, n_steps=6):
     """Reset with seeds, then follow each env's expert plan; the full transcript."""
     first = pool.reset(seeds)
-    out = [[obs] for obs, _ in first]
-    infos = [info for _, info in first]
-    done = [False] * len(seeds)
+    out = [[o.observation] for o in first]
+    infos = [o.info for o in first]
+    done = [o.done for o in first]
     for _ in range(n_steps):
         actions = [None if d else (i["expert_plan"] or ["look"])[0] for d, i in zip(done, infos, strict=True)]
         res = pool.step(actions)
@@ -22,14 +25,23 @@ def _drive(pool, seeds, n_steps=6):
             if r is None:
                 assert actions[k] is None
                 continue
-            obs, _, term, trunc, infos[k] = r
-            out[k].append(obs)
-            done[k] = term or trunc
+            out[k].append(r.observation)
+            infos[k] = r.info
+            done[k] = r.done
     return out, infos, done
 
 
-def test_groups_in_process(alf_kwargs):
-    with EnvPool("alfworld", alf_kwargs, num_envs=4, num_workers=0) as pool:
+def faulty_specs(alf_spec, n, **planted):
+    """``n`` faulty-family specs around ``alf_spec``'s environment; ``planted[k]`` = kwargs of env k."""
+    specs = []
+    for k in range(n):
+        config = FaultyConfig(inner=alf_spec.config, **planted.get(f"env{k}", {}))
+        specs.append(env_spec(config, alf_spec.split, alf_spec.num_games, expert=True))
+    return specs
+
+
+def test_groups_in_process(alf_spec):
+    with EnvPool(alf_spec, num_envs=4, num_workers=0) as pool:
         out, infos, done = _drive(pool, [1, 1, 4, 4], n_steps=12)
         assert out[0] == out[1] and out[2] == out[3] and out[0][0] != out[2][0]
         assert all(done) and all(i["won"] for i in infos)
@@ -37,26 +49,25 @@ def test_groups_in_process(alf_kwargs):
         assert pool.step([None] * 4) == [None] * 4
         with pytest.raises(RuntimeError):
             pool.step(["look", None, None, None])
+        assert pool.max_steps == alf_spec.config.max_steps and pool.intro == alf_spec.config.intro
 
 
-def test_workers_match_in_process(alf_kwargs):
+def test_workers_match_in_process(alf_spec):
     seeds = [0, 0, 5, 5]
-    with EnvPool("alfworld", alf_kwargs, num_envs=4, num_workers=0) as pool:
+    with EnvPool(alf_spec, num_envs=4, num_workers=0) as pool:
         ref = _drive(pool, seeds)[0]
-    with EnvPool("alfworld", alf_kwargs, num_envs=4, num_workers=2) as pool:
+    with EnvPool(alf_spec, num_envs=4, num_workers=2) as pool:
         got = _drive(pool, seeds)[0]
         again = _drive(pool, seeds)[0]  # a second round on the same workers
     assert got == ref == again
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_planted_crash_leaves_others_intact(alf_kwargs, num_workers):
-    kwargs = [{"inner": "alfworld", "inner_kwargs": alf_kwargs} for _ in range(4)]
-    kwargs[1]["crash_at_step"] = 2
-    with EnvPool("gaca.envs.pool:FaultyEnv", kwargs, num_envs=4, num_workers=num_workers) as pool:
-        ref_pool = EnvPool("alfworld", alf_kwargs, num_envs=4, num_workers=0)
-        ref = _drive(ref_pool, [3] * 4, n_steps=10)[0]
-        ref_pool.close()
+def test_planted_crash_leaves_others_intact(alf_spec, num_workers):
+    specs = faulty_specs(alf_spec, 4, env1={"crash_at_step": 2})
+    with EnvPool(specs, num_workers=num_workers) as pool:
+        with EnvPool(alf_spec, num_envs=4) as ref_pool:
+            ref = _drive(ref_pool, [3] * 4, n_steps=10)[0]
         out, infos, done = _drive(pool, [3] * 4, n_steps=10)
         assert done[1] and infos[1]["won"] is False and "planted crash" in infos[1]["error"]
         assert infos[1]["task_id"] == infos[0]["task_id"]
@@ -65,39 +76,39 @@ def test_planted_crash_leaves_others_intact(alf_kwargs, num_workers):
             assert out[k] == ref[k] and infos[k]["won"]
         # The failed env is rebuilt at the next reset (and crashes again at its step 2).
         first = pool.reset([3] * 4)
-        assert all("error" not in info for _, info in first)
+        assert all(o.error is None for o in first)
 
 
-def test_crash_in_reset_ends_episode(alf_kwargs):
-    kwargs = [{"inner": "alfworld", "inner_kwargs": alf_kwargs, "crash_at_step": None} for _ in range(2)]
-    kwargs[0]["crash_at_step"] = 0
-    with EnvPool("gaca.envs.pool:FaultyEnv", kwargs, num_envs=2, num_workers=0) as pool:
-        (_, info0), (_, info1) = pool.reset([2, 2])
-        assert "error" in info0 and "error" not in info1
-        r0, r1 = pool.step(["look", "look"])
-        assert r0[2] is True and r0[4]["won"] is False and "error" in r0[4]
-        assert r1[4]["valid"] is True
+def test_crash_in_reset_ends_the_episode_at_once(alf_spec):
+    specs = faulty_specs(alf_spec, 2, env0={"crash_at_step": 0})
+    with EnvPool(specs) as pool:
+        first = pool.reset([2, 2])
+        assert first[0].done and first[0].terminated and "planted crash" in first[0].error
+        assert first[0].info["won"] is False and first[1].error is None and not first[1].done
+        with pytest.raises(RuntimeError, match="already ended"):
+            pool.step(["look", "look"])
+        r0, r1 = pool.step([None, "look"])
+        assert r0 is None and r1.info["valid"] is True
 
 
-def test_dead_worker_fails_its_envs_only(alf_kwargs):
-    kwargs = [{"inner": "alfworld", "inner_kwargs": alf_kwargs} for _ in range(4)]
-    kwargs[0]["crash_at_step"], kwargs[0]["mode"] = 1, "exit"  # env 0 kills worker 0 (envs 0, 1)
-    with EnvPool("gaca.envs.pool:FaultyEnv", kwargs, num_envs=4, num_workers=2) as pool:
+def test_dead_worker_fails_its_envs_only(alf_spec):
+    specs = faulty_specs(alf_spec, 4, env0={"crash_at_step": 1, "mode": "exit"})  # kills worker 0 (envs 0, 1)
+    with EnvPool(specs, num_workers=2) as pool:
         pool.reset([0] * 4)
         res = pool.step(["look"] * 4)
         for k in (0, 1):
-            assert res[k][2] is True and res[k][4]["won"] is False and "worker died" in res[k][4]["error"]
+            assert res[k].terminated and res[k].info["won"] is False and "worker died" in res[k].error
         for k in (2, 3):
-            assert res[k][0] == res[3][0] and "error" not in res[k][4]
+            assert res[k].observation == res[3].observation and res[k].error is None
         # Worker 0 is restarted at the next reset.
         first = pool.reset([0] * 4)
-        assert all("error" not in info for _, info in first)
+        assert all(o.error is None for o in first)
 
 
-def test_argument_checks(alf_kwargs):
+def test_argument_checks(alf_spec):
     with pytest.raises(ValueError):
-        EnvPool("alfworld", [alf_kwargs], num_envs=2, num_workers=0)
-    pool = EnvPool("alfworld", alf_kwargs, num_envs=2, num_workers=0)
+        EnvPool([alf_spec], num_envs=2)
+    pool = EnvPool(alf_spec, num_envs=2)
     with pytest.raises(ValueError):
         pool.reset([0])
     pool.close()
@@ -105,13 +116,16 @@ def test_argument_checks(alf_kwargs):
         pool.reset([0, 0])
 
 
-def test_workers_generate_missing_games(tmp_path, alf_kwargs):
+def test_workers_generate_missing_games(tmp_path, alf_spec):
     # An EnvPool worker is a daemonic process, which may not start the planner's child process:
     # games missing from the cache are then planned in the worker itself, with the same result.
-    kwargs = {**alf_kwargs, "num_games": 1, "cache_dir": str(tmp_path / "in_worker")}
-    with EnvPool("alfworld", kwargs, num_envs=1, num_workers=1) as pool:
-        [(obs_worker, info_worker)] = pool.reset([0])
-    with EnvPool("alfworld", {**kwargs, "cache_dir": str(tmp_path / "in_main")}, num_envs=1, num_workers=0) as pool:
-        [(obs_main, info_main)] = pool.reset([0])
-    assert obs_worker == obs_main
-    assert info_worker["expert_plan"] == info_main["expert_plan"] and info_worker["expert_plan"]
+    def spec(cache):
+        return dataclasses.replace(alf_spec, config=dataclasses.replace(alf_spec.config, cache_dir=str(cache)),
+                                   num_games=1)
+
+    with EnvPool(spec(tmp_path / "in_worker"), num_envs=2, num_workers=2) as pool:
+        worker = pool.reset([0, 0])[0]
+    with EnvPool(spec(tmp_path / "in_main"), num_envs=1) as pool:
+        main = pool.reset([0])[0]
+    assert worker.observation == main.observation
+    assert worker.info["expert_plan"] == main.info["expert_plan"] and worker.info["expert_plan"]

@@ -6,22 +6,22 @@ import random
 
 import pytest
 
-from gaca.envs.webshop import OracleAgent, RandomAgent, WebShopEnv, make
+from gaca.envs import EnvPool, Turn, make_env, play_episodes
+from gaca.envs.webshop import OracleAgent, RandomAgent, WebShopEnv
+
+
+def make(**kwargs):
+    """``make_env("webshop", ...)``; ``split`` defaults to train."""
+    return make_env("webshop", **kwargs)
 
 
 def run_episodes(env: WebShopEnv, agent, seeds) -> tuple[float, float, int]:
-    """(success rate, mean reward, steps) of ``agent`` over goals ``seeds``."""
-    wins, total, steps = 0, 0.0, 0
-    for s in seeds:
-        obs, info = env.reset(seed=s)
-        done = False
-        while not done:
-            obs, reward, term, trunc, info = env.step(agent.act(obs, info))
-            steps += 1
-            done = term or trunc
-        wins += info["won"]
-        total += reward
-    return wins / len(seeds), total / len(seeds), steps
+    """(success rate, mean reward, steps) of ``agent`` over goals ``seeds``, one episode at a time."""
+    episodes = play_episodes(EnvPool.from_envs([env]), list(seeds), agent).episodes
+    assert all(e.done for e in episodes)
+    seeds = list(seeds)
+    return (sum(e.won for e in episodes) / len(seeds), sum(e.env_return for e in episodes) / len(seeds),
+            sum(e.length for e in episodes))
 
 
 # Measured on goals 0-299 of catalogue seed 0 (2,400 products): the oracle wins 98-99 %, not 100 %:
@@ -49,12 +49,12 @@ def test_random_agent_is_seeded():
     assert run_episodes(env, RandomAgent(3), range(20)) != run_episodes(env, RandomAgent(4), range(20))
 
 
-def test_random_agent_reset_makes_episodes_independent():
+def test_random_agent_episodes_are_independent():
     env, a, b = make(), RandomAgent(5), RandomAgent(5)
     run_episodes(env, a, range(3))  # a has played before, b has not
-    a.reset(9)
-    b.reset(9)
     assert run_episodes(env, a, [9]) == run_episodes(env, b, [9])
+    batched = play_episodes(EnvPool.from_envs([make() for _ in range(4)]), [1, 9, 2, 9], RandomAgent(5)).episodes
+    assert [s.decision.action for s in batched[1].steps] == [s.decision.action for s in batched[3].steps]
 
 
 def test_oracle_needs_expert_info():
@@ -62,7 +62,7 @@ def test_oracle_needs_expert_info():
     obs, info = env.reset(seed=0)
     assert "expert_plan" not in info
     with pytest.raises(KeyError, match="expert=True"):
-        OracleAgent().act(obs, info)
+        OracleAgent().choose(Turn(0, 0, 0, obs, info, ()))
 
 
 def test_expert_recovers_from_any_state():
@@ -76,7 +76,7 @@ def test_expert_recovers_from_any_state():
         obs, info = env.reset(seed=seed)
         wander = []
         for _ in range(rng.randint(1, 8)):
-            a = RandomAgent(rng.randint(0, 10**6)).act(obs, info)
+            a = RandomAgent(rng.randint(0, 10**6)).choose(Turn(0, seed, 0, obs, info, ()))
             if a == "click[buy now]":
                 continue
             wander.append(a)
@@ -93,7 +93,7 @@ def run_one(env: WebShopEnv, seed: int, prefix: list[str]) -> tuple[int, float]:
     while True:
         plan = info["expert_plan"]
         assert plan and all(p in info["admissible_actions"] or p.startswith("search[") for p in plan)
-        obs, reward, term, trunc, info = env.step(agent.act(obs, info))
+        obs, reward, term, trunc, info = env.step(agent.choose(Turn(0, seed, steps, obs, info, ())))
         steps += 1
         assert info["valid"]
         if term or trunc:

@@ -11,7 +11,6 @@ from gaca.envs.webshop import (
     SEARCH_ACTION,
     WebShopEnv,
     get_catalogue,
-    make,
     parse_action,
     strip_instruction,
     webshop_reward,
@@ -19,6 +18,11 @@ from gaca.envs.webshop import (
 from gaca.envs.webshop.catalog_data import EVAL_TEMPLATES, PRODUCT_TYPES, TRAIN_TEMPLATES
 from gaca.envs.webshop.oracle import choose_options, make_plan, oracle_query
 from gaca.envs.webshop.reward import fuzzy_match, normalize_color
+
+
+def make(**kwargs):
+    """``make_env("webshop", ...)``; ``split`` defaults to train."""
+    return make_env("webshop", **kwargs)
 
 
 @pytest.fixture()
@@ -254,7 +258,7 @@ def test_make_rejects_bad_arguments():
         make(split="test")
     with pytest.raises(ValueError):
         make(max_steps=0)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="human_goals is a setting of the real WebShop"):
         make(human_goals=True)
     with pytest.raises(ValueError):
         make(num_products=10)
@@ -281,8 +285,8 @@ def test_same_pages_in_another_process():
 
     import gaca
 
-    code = ("from gaca.envs.webshop import make\n"
-            "env = make(); obs, info = env.reset(seed=11)\n"
+    code = ("from gaca.envs import make_env\n"
+            "env = make_env('webshop'); obs, info = env.reset(seed=11)\n"
             "q = ' '.join((*env.goal.attributes, env.goal.type_name))\n"
             "print(obs, env.step(f'search[{q}]')[0])\n")
     src = os.path.dirname(os.path.dirname(gaca.__file__))

@@ -12,7 +12,12 @@ import types
 import pytest
 
 from gaca.envs import INFO_KEYS, make_env
-from gaca.envs.webshop import SEARCH_ACTION, RealWebShopEnv, make
+from gaca.envs.webshop import SEARCH_ACTION, RealWebShopEnv
+
+
+def make(**kwargs):
+    """``make_env("webshop", ...)``; ``split`` defaults to train."""
+    return make_env("webshop", **kwargs)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("web_agent_site") is not None, reason="web_agent_site installed")

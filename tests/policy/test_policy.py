@@ -1,4 +1,4 @@
-"""Policy.sample / Policy.score on the tiny preset and on a local random Llama directory."""
+"""CausalLMPolicy.sample / CausalLMPolicy.score on the tiny preset and on a local random Llama directory."""
 
 from __future__ import annotations
 
@@ -6,12 +6,15 @@ import pytest
 import torch
 
 from gaca.policy import (
+    CausalLMPolicy,
     ModelNotFoundError,
+    Policy,
     PolicyConfig,
-    generate_baseline,
+    SamplingPolicy,
     load_policy,
     load_policy_checkpoint,
 )
+from gaca.testing.generate_baseline import generate_baseline
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -210,6 +213,11 @@ def test_checkpoint_roundtrip(tmp_path, tiny_config, tiny_tokenizer, corpus, lor
         with torch.no_grad():
             torch.testing.assert_close(other.score(*args).logprobs, cur)
             torch.testing.assert_close(other.score(*args, reference=True).logprobs, ref)
+
+
+def test_the_causal_lm_policy_implements_both_protocols(tiny_policy):
+    assert isinstance(tiny_policy, CausalLMPolicy)
+    assert isinstance(tiny_policy, SamplingPolicy) and isinstance(tiny_policy, Policy)
 
 
 def test_generate_baseline_runs(tiny_policy, corpus):

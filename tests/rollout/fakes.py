@@ -1,4 +1,4 @@
-"""Test doubles: a toy corridor environment, an in-process pool and a scripted policy.
+"""Test doubles: a toy corridor environment and a scripted policy (pools are real ``EnvPool``s).
 
 The corridor is deterministic: the agent starts in room 0 and must reach room ``target``
 (chosen by the seed) with "go forward"; "go back" moves back; anything else is inadmissible.
@@ -7,10 +7,12 @@ The corridor is deterministic: the agent starts in room 0 and must reach room ``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from gaca.envs import EnvPool
+from gaca.policy import SampleOutput
 
 
 class CorridorEnv:
@@ -56,35 +58,9 @@ class CorridorEnv:
         pass
 
 
-class ListPool:
-    """In-process EnvPool double: ``reset(seeds)``, ``step(actions)`` with None for idle envs."""
-
-    def __init__(self, envs: list[Any]) -> None:
-        self.envs = envs
-        self.num_envs = len(envs)
-        self.resets: list[list[int]] = []
-
-    def reset(self, seeds: list[int]) -> list[tuple[str, dict[str, Any]]]:
-        assert len(seeds) == self.num_envs
-        self.resets.append(list(seeds))
-        return [env.reset(seed=s) for env, s in zip(self.envs, seeds, strict=True)]
-
-    def step(self, actions: list[str | None]) -> list[Any]:
-        return [None if a is None else env.step(a) for env, a in zip(self.envs, actions, strict=True)]
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass
-class FakeSample:
-    prompt_ids: list[torch.Tensor]
-    response_ids: torch.Tensor
-    response_mask: torch.Tensor
-    logprobs: torch.Tensor
-    texts: list[str]
-    forward_passes: int
-    finish_reasons: list[str] = field(default_factory=list)
+def pool_of(n: int, max_steps: int = 6, env_cls: type = CorridorEnv) -> EnvPool:
+    """An in-process pool of ``n`` corridors (the real ``EnvPool``, over environments built here)."""
+    return EnvPool.from_envs([env_cls(max_steps) for _ in range(n)])
 
 
 class ScriptedPolicy:
@@ -112,7 +88,7 @@ class ScriptedPolicy:
         logp = -torch.rand(len(texts), width, generator=generator) * mask
         passes = 1 + width
         self.forward_calls += passes
-        return FakeSample(
+        return SampleOutput(
             prompt_ids=[torch.tensor([ord(c) % 128 for c in p[-8:]]) for p in prompts],
             response_ids=ids, response_mask=mask, logprobs=logp, texts=texts, forward_passes=passes,
         )

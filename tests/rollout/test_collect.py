@@ -6,27 +6,28 @@ import pytest
 import torch
 
 from gaca.advantage import compute_advantages, hash_text
+from gaca.config import ConfigError, from_dict
 from gaca.rollout import RolloutConfig, anchor_text, collect_expert_examples, collect_rollouts, format_response
-from tests.rollout.fakes import CorridorEnv, ListPool, ScriptedPolicy, forward_then
+from tests.rollout.fakes import CorridorEnv, ScriptedPolicy, forward_then, pool_of
 
 
-def pool_of(n: int, max_steps: int = 6) -> ListPool:
-    return ListPool([CorridorEnv(max_steps) for _ in range(n)])
+def env_seeds(pool):
+    return [slot.env.seed for slot in pool._backend.slots]
 
 
 def test_optimal_policy_rows_groups_and_rewards():
-    cfg = RolloutConfig(group_size=3, tasks_per_iter=2, max_steps=10, invalid_penalty=0.1)
-    pool = pool_of(6)
+    cfg = RolloutConfig(group_size=3, tasks_per_iter=2, invalid_penalty=0.1)
+    pool = pool_of(6, max_steps=10)
     policy = ScriptedPolicy(forward_then)
     batch = collect_rollouts(policy, pool, [0, 2], cfg, generator=torch.Generator().manual_seed(0))
     # seed 0 -> target 1 (1 step), seed 2 -> target 3 (3 steps); 3 trajectories each
-    assert pool.resets == [[0, 0, 0, 2, 2, 2]]
+    assert env_seeds(pool) == [0, 0, 0, 2, 2, 2]
     assert batch.num_rows == 3 * 1 + 3 * 3
     s = batch.steps
     assert s.group_id.tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1]
     assert sorted(s.traj_id.tolist()) == [0, 1, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5]
-    assert all(t.won for t in batch.trajectories)
-    assert [t.length for t in batch.trajectories] == [1, 1, 1, 3, 3, 3]
+    assert all(e.won for e in batch.episodes)
+    assert [e.length for e in batch.episodes] == [1, 1, 1, 3, 3, 3]
     assert s.reward.sum().item() == pytest.approx(60.0)
     assert not batch.invalid.any()
     # anchor = hash of the observation (+ admissible actions) before the step; equal across the group at
@@ -48,12 +49,12 @@ def test_optimal_policy_rows_groups_and_rewards():
 def test_invalid_actions_get_penalty_and_env_response():
     answers = iter(["no tags here", "<think>t</think><action>dance</action>"] * 10)
     policy = ScriptedPolicy(lambda p: next(answers))
-    cfg = RolloutConfig(group_size=1, tasks_per_iter=1, max_steps=4, invalid_penalty=0.25)
+    cfg = RolloutConfig(group_size=1, tasks_per_iter=1, invalid_penalty=0.25)
     batch = collect_rollouts(policy, pool_of(1, max_steps=4), [0], cfg)
     assert batch.num_rows == 4 and batch.invalid.all()
     assert batch.steps.reward.tolist() == [-0.25] * 4
     assert batch.actions[1] == "dance"
-    t = batch.trajectories[0]
+    t = batch.episodes[0]
     assert t.invalid == 4 and not t.won and t.truncated
     # the environment's own response ("Nothing happens.") became the next observation
     assert (batch.steps.anchor[1:] == hash_text(anchor_text("Nothing happens.", list(CorridorEnv.ACTIONS)))).all()
@@ -70,37 +71,53 @@ def test_anchor_keeps_failed_commands_in_different_states_apart():
     assert anchor_text("Nothing happens.", ["a"], "observation") == "Nothing happens."
     # the option reaches the step table
     policy = ScriptedPolicy(lambda p: "<think>x</think><action>dance</action>")
-    cfg = RolloutConfig(group_size=1, tasks_per_iter=1, max_steps=2, anchor="observation")
-    batch = collect_rollouts(policy, pool_of(1), [0], cfg)
+    cfg = RolloutConfig(group_size=1, tasks_per_iter=1, anchor="observation")
+    batch = collect_rollouts(policy, pool_of(1, max_steps=2), [0], cfg)
     assert batch.steps.anchor.tolist() == [hash_text("You are in room 0."), hash_text("Nothing happens.")]
     with pytest.raises(ValueError, match=r"rollout\.anchor"):
         RolloutConfig(anchor="state")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"rollout\.anchor must be one of"):
+        from_dict(RolloutConfig, {"anchor": "state"}, "rollout.")
 
 
-def test_rollout_cap_truncates_and_pool_padding():
-    cfg = RolloutConfig(group_size=2, tasks_per_iter=1, max_steps=2)
-    pool = pool_of(5)
+def test_step_limit_truncates_and_pool_padding():
+    cfg = RolloutConfig(group_size=2, tasks_per_iter=1)
+    pool = pool_of(5, max_steps=2)  # the environment's step limit is the rollout's
     policy = ScriptedPolicy(lambda p: "<think>x</think><action>look</action>")
     batch = collect_rollouts(policy, pool, [1], cfg)
-    assert pool.resets == [[1, 1, 1, 1, 1]]  # extra envs reset with the last seed, never stepped
+    assert env_seeds(pool) == [1, 1, 1, 1, 1]  # extra envs reset with the last seed, never stepped
     assert batch.num_rows == 4
-    assert all(t.truncated and t.length == 2 for t in batch.trajectories)
-    assert pool.envs[2].t == 0
+    assert all(e.truncated and e.length == 2 for e in batch.episodes)
+    assert pool._backend.slots[2].env.t == 0
 
 
-def test_pool_too_small_is_an_error():
-    with pytest.raises(ValueError, match="env pool has 2 envs"):
-        collect_rollouts(ScriptedPolicy(forward_then), pool_of(2), [0, 1], RolloutConfig(group_size=2))
+def test_a_small_pool_plays_the_rollout_in_chunks():
+    pick = ["<think>a</think><action>go forward</action>", "<think>b</think><action>go back</action>"]
+
+    def run(num_envs):
+        policy = ScriptedPolicy(lambda p: pick[len(p) % 2])
+        return collect_rollouts(policy, pool_of(num_envs), [0, 1], RolloutConfig(group_size=2))
+
+    big, small = run(4), run(2)  # 4 trajectories at once, or two chunks of 2
+    assert [e.length for e in small.episodes] == [e.length for e in big.episodes]
+    assert [[s.decision.action for s in e.steps] for e in small.episodes] == \
+        [[s.decision.action for s in e.steps] for e in big.episodes]
+    def rows(batch):
+        s = batch.steps
+        return sorted(zip(s.traj_id.tolist(), s.step.tolist(), s.group_id.tolist(), strict=True))
+
+    assert rows(small) == rows(big)
 
 
 def test_rollout_is_reproducible_and_feeds_estimators():
-    cfg = RolloutConfig(group_size=4, max_steps=5)
+    cfg = RolloutConfig(group_size=4)
     pick = ["<think>a</think><action>go forward</action>", "<think>b</think><action>go back</action>"]
 
     def run(seed):
         g = torch.Generator().manual_seed(seed)
         policy = ScriptedPolicy(lambda p: pick[int(torch.randint(2, (1,), generator=g))])
-        return collect_rollouts(policy, pool_of(8), [2, 5], cfg, generator=torch.Generator().manual_seed(seed))
+        return collect_rollouts(policy, pool_of(8, max_steps=5), [2, 5], cfg,
+                                generator=torch.Generator().manual_seed(seed))
 
     a, b = run(3), run(3)
     assert torch.equal(a.steps.reward, b.steps.reward) and torch.equal(a.logprobs, b.logprobs)
@@ -110,9 +127,9 @@ def test_rollout_is_reproducible_and_feeds_estimators():
 
 
 def test_prompt_memory_window_uses_previous_actions():
-    cfg = RolloutConfig(group_size=1, max_steps=3, history_length=1)
+    cfg = RolloutConfig(group_size=1, history_length=1)
     policy = ScriptedPolicy(forward_then)
-    collect_rollouts(policy, pool_of(1), [2], cfg)
+    collect_rollouts(policy, pool_of(1, max_steps=3), [2], cfg)
     assert len(policy.prompts) == 3
     assert policy.prompts[0].startswith("<user>")  # the policy's build_prompt was applied
     assert "[Observation 2: You are in room 1. | Action 2: go forward]" in policy.prompts[2]
@@ -120,20 +137,19 @@ def test_prompt_memory_window_uses_previous_actions():
 
 
 def test_expert_examples_follow_the_plan():
-    cfg = RolloutConfig(max_steps=10, history_length=2)
-    data = collect_expert_examples(pool_of(2), [0, 1, 2], cfg, thought="go")
+    pool = pool_of(2, max_steps=10)
+    data = collect_expert_examples(pool, [0, 1, 2], history_length=2, thought="go")
     assert data.success_rate == 1.0 and data.episodes == 3
     assert len(data.examples) == 1 + 2 + 3
     assert all(r == format_response("go forward", "go") for _, r in data.examples)
-    assert data.examples[0][0].startswith(cfg.intro)
+    assert data.examples[0][0].startswith(pool.intro)
 
 
 def test_expert_detours_teach_recovery_and_are_not_targets():
-    cfg = RolloutConfig(max_steps=10, history_length=1)
     seeds = [2] * 8  # target room 3: three expert steps without detours
 
     def run(seed):
-        return collect_expert_examples(pool_of(4, max_steps=10), seeds, cfg, detour_prob=0.4, seed=seed)
+        return collect_expert_examples(pool_of(4, max_steps=10), seeds, history_length=1, detour_prob=0.4, seed=seed)
 
     data = run(1)
     # every target is the expert's action; the detours show up only in the prompts' history
@@ -142,10 +158,10 @@ def test_expert_detours_teach_recovery_and_are_not_targets():
     assert detoured, "no example starts after a detour"
     assert run(1).examples == data.examples  # seeded
     assert run(2).examples != data.examples
-    plain = collect_expert_examples(pool_of(4, max_steps=10), seeds, cfg)
+    plain = collect_expert_examples(pool_of(4, max_steps=10), seeds, history_length=1)
     assert len(plain.examples) == 3 * len(seeds)
     with pytest.raises(ValueError, match="detour_prob"):
-        collect_expert_examples(pool_of(1), [0], cfg, detour_prob=1.0)
+        collect_expert_examples(pool_of(1), [0], history_length=1, detour_prob=1.0)
 
 
 def test_expert_examples_need_expert_plans():
@@ -156,7 +172,7 @@ def test_expert_examples_need_expert_plans():
             return info
 
     with pytest.raises(RuntimeError, match="expert=True"):
-        collect_expert_examples(ListPool([NoPlan()]), [0], RolloutConfig())
+        collect_expert_examples(pool_of(1, env_cls=NoPlan), [0], history_length=2)
 
 
 def test_real_tiny_policy_rollout_logprobs_match_score():
@@ -168,8 +184,8 @@ def test_real_tiny_policy_rollout_logprobs_match_score():
     texts += [format_response(a, "x") for a in CorridorEnv.ACTIONS]
     tok = fit_tiny_tokenizer(texts * 4, 400, cache_dir=None)
     policy = load_policy(PolicyConfig(model="tiny", tiny_hidden=32, tiny_layers=1, tiny_heads=2), tokenizer=tok)
-    cfg = RolloutConfig(group_size=2, max_steps=2, max_new_tokens=6)
-    batch = collect_rollouts(policy, pool_of(2), [1], cfg, generator=torch.Generator().manual_seed(0))
+    cfg = RolloutConfig(group_size=2, max_new_tokens=6)
+    batch = collect_rollouts(policy, pool_of(2, max_steps=2), [1], cfg, generator=torch.Generator().manual_seed(0))
     assert batch.num_rows == 4 and batch.invalid.all()  # an untrained model writes no valid action
     with torch.no_grad():
         scored = policy.score(batch.prompt_ids, batch.response_ids, batch.response_mask).logprobs

@@ -7,7 +7,7 @@ import torch
 
 from gaca.policy import PolicyConfig, fit_tiny_tokenizer, load_policy
 from gaca.rollout import RolloutConfig, collect_rollouts, format_response, render_prompt
-from tests.rollout.fakes import CorridorEnv, ListPool
+from tests.rollout.fakes import CorridorEnv, pool_of
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +30,5 @@ def make_policy(corridor_tokenizer):
 @pytest.fixture
 def rollout_batch(make_policy):
     policy = make_policy()
-    cfg = RolloutConfig(group_size=3, tasks_per_iter=2, max_steps=3, max_new_tokens=8)
-    pool = ListPool([CorridorEnv() for _ in range(6)])
-    return collect_rollouts(policy, pool, [0, 1], cfg, generator=torch.Generator().manual_seed(0))
+    cfg = RolloutConfig(group_size=3, tasks_per_iter=2, max_new_tokens=8)
+    return collect_rollouts(policy, pool_of(6, max_steps=3), [0, 1], cfg, generator=torch.Generator().manual_seed(0))

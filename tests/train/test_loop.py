@@ -9,10 +9,12 @@ import signal
 import pytest
 import torch
 
+from gaca.config import ConfigError
 from gaca.train.checkpoint import load_checkpoint
 from gaca.train.config import load_config
-from gaca.train.loop import evaluate_checkpoint, train
+from gaca.train.loop import train
 from gaca.train.plot import plot_run
+from gaca.train.run import evaluate_checkpoint
 
 pytest.importorskip("alfworld")
 pytest.importorskip("textworld")
@@ -31,9 +33,9 @@ def small_config(out_dir, cache, *extra: str):
     return load_config(preset="tiny-alfworld", overrides=[
         f"out_dir={json.dumps(str(out_dir))}", f"policy.cache_dir={json.dumps(cache)}",
         "policy.tiny_hidden=32", "policy.tiny_layers=1", "policy.tiny_heads=2", "policy.tiny_vocab=400",
-        "env.num_train_games=2", "env.num_eval_games=2", "env.num_workers=1",
-        f"env.kwargs={{ max_steps = 4, max_receptacles = 4, num_distractors = 2, cache_dir = {json.dumps(cache)} }}",
-        "rollout.group_size=2", "rollout.tasks_per_iter=1", "rollout.max_steps=3", "rollout.max_new_tokens=6",
+        "env.num_train_games=2", "env.num_eval_games=2", "env.num_workers=1", "env.max_steps=3",
+        f"env.cache_dir={json.dumps(cache)}", "env.generator.max_receptacles=4", "env.generator.num_distractors=2",
+        "rollout.group_size=2", "rollout.tasks_per_iter=1", "rollout.max_new_tokens=6",
         # the preset trains without it, but 3-step games are rarely won: the penalty gives the update a signal
         "rollout.invalid_penalty=0.1",
         "sft.episodes=2", "sft.steps=2", "sft.batch_size=4", "eval.batch_size=2", "eval.every=0",
@@ -59,7 +61,7 @@ def test_one_real_iteration_end_to_end(tmp_path, cache):
                 "adv/nll_mean", "loss/policy", "policy/clip_frac", "perf/forward_passes", "time/rollout_s",
                 "eval/success", "hist/weight", "hist/criticality"):
         assert key in m, key
-    assert m["perf/forward_passes_advantage"] == 0.0
+    # every model call of the iteration is the rollout's or the update's: the advantages make none
     assert m["perf/forward_passes"] == m["perf/forward_passes_rollout"] + m["perf/forward_passes_update"]
     assert m["env/step_rows"] >= 2 and torch.isfinite(torch.tensor(m["loss/total"]))
     assert recs[0]["sft/loss_final"] < recs[0]["sft/loss_initial"]
@@ -124,7 +126,7 @@ def test_interrupted_and_killed_runs_resume_to_the_same_numbers(tmp_path, cache)
         assert _comparable(records(run)) == _comparable(records(straight)), run.name
 
 
-def test_missing_model_and_unknown_estimator_are_clear_errors(tmp_path, cache):
+def test_missing_model_and_bad_configs_are_clear_errors(tmp_path, cache):
     from gaca.policy import ModelNotFoundError
 
     cfg = small_config(tmp_path / "m", cache, "policy.model=/nonexistent/model", "sft.episodes=0")
@@ -132,5 +134,9 @@ def test_missing_model_and_unknown_estimator_are_clear_errors(tmp_path, cache):
         train(cfg)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         train(small_config(tmp_path / "r", cache), resume=True)
-    with pytest.raises(ValueError, match=r"needs sft\.episodes > 0"):
-        train(small_config(tmp_path / "s", cache, "sft.episodes=0"))
+    # caught when the config is loaded, before a model, a game or a file is made
+    with pytest.raises(ConfigError, match=r"needs sft\.episodes > 0"):
+        small_config(tmp_path / "s", cache, "sft.episodes=0")
+    with pytest.raises(ConfigError, match=r"^estimator: unknown advantage estimator 'gacaa'; choices: \["):
+        small_config(tmp_path / "e", cache, "estimator=gacaa")
+    assert not (tmp_path / "s").exists() and not (tmp_path / "e").exists()

@@ -12,8 +12,6 @@ from gaca.train.losses import (
     KL_ESTIMATORS,
     POLICY_LOSSES,
     aggregate,
-    get_aggregation,
-    get_policy_loss,
     kl_k3,
 )
 
@@ -37,7 +35,7 @@ def test_ppo_clip_hand_values():
 def test_ppo_clip_gradient_zero_on_clipped_tokens():
     logp, old = logs([1.5, 1.1])
     logp.requires_grad_(True)
-    out = get_policy_loss("ppo_clip")(logp, old, torch.tensor([[1.0, 1.0]]), clip_ratio=0.2)
+    out = POLICY_LOSSES["ppo_clip"](logp, old, torch.tensor([[1.0, 1.0]]), clip_ratio=0.2)
     out.loss.sum().backward()
     # d(−A r)/dlogp = −A r: 0 where clipped, −1.1 for the unclipped token
     assert logp.grad[0, 0].item() == 0.0
@@ -81,8 +79,8 @@ def test_aggregations_hand_values():
     values = torch.tensor([[1.0, 2.0, 3.0, 9.0], [4.0, 9.0, 9.0, float("nan")]])
     mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
     # token-mean: (1+2+3+4)/4 = 2.5; seq-mean-token-mean: (mean(1,2,3) + 4)/2 = 3; NaN on padding ignored
-    assert aggregate(values, get_aggregation("token-mean")(mask)).item() == pytest.approx(2.5)
-    assert aggregate(values, get_aggregation("seq-mean-token-mean")(mask)).item() == pytest.approx(3.0)
+    assert aggregate(values, AGGREGATIONS["token-mean"](mask)).item() == pytest.approx(2.5)
+    assert aggregate(values, AGGREGATIONS["seq-mean-token-mean"](mask)).item() == pytest.approx(3.0)
 
 
 @pytest.mark.parametrize("name", sorted(AGGREGATIONS))
@@ -98,8 +96,14 @@ def test_aggregation_weights_split_over_micro_batches(name):
     assert w.sum().item() == pytest.approx(1.0, abs=1e-6)
 
 
+def test_registries_refuse_a_duplicate_name():
+    with pytest.raises(ValueError, match="policy loss 'ppo_clip' is already registered"):
+        POLICY_LOSSES.register("ppo_clip", POLICY_LOSSES["dual_clip"])
+    assert POLICY_LOSSES["ppo_clip"].__name__ == "ppo_clip_loss"
+
+
 def test_unknown_names_list_the_registered_ones():
     with pytest.raises(KeyError, match="ppo_clip"):
-        get_policy_loss("vanilla")
+        POLICY_LOSSES["vanilla"]
     with pytest.raises(KeyError, match="token-mean"):
-        get_aggregation("sum")
+        AGGREGATIONS["sum"]

@@ -21,6 +21,7 @@ from gaca.advantage.layout import Layout, trajectory_layout
 from gaca.advantage.mixing import mix_advantages, mixing_weight
 from gaca.advantage.options import AdvantageOptions
 from gaca.advantage.step import discounted_returns, step_groups, step_level_advantage
+from gaca.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -47,19 +48,12 @@ class AdvantageOutput:
 
 
 EstimatorFn = Callable[[StepBatch, Layout, AdvantageOptions], AdvantageOutput]
-ESTIMATORS: dict[str, EstimatorFn] = {}
+ESTIMATORS: Registry[EstimatorFn] = Registry("advantage estimator")
 
 
-def register_estimator(name: str) -> Callable[[EstimatorFn], EstimatorFn]:
-    """Decorator: register ``fn`` under ``name`` in ``ESTIMATORS``."""
-
-    def decorator(fn: EstimatorFn) -> EstimatorFn:
-        if name in ESTIMATORS:
-            raise ValueError(f"estimator {name!r} is already registered")
-        ESTIMATORS[name] = fn
-        return fn
-
-    return decorator
+def register_estimator(name: str, *, replace: bool = False) -> Callable[[EstimatorFn], EstimatorFn]:
+    """Decorator: register ``fn`` under ``name`` in ``ESTIMATORS`` (a name taken twice is an error)."""
+    return ESTIMATORS.register(name, replace=replace)  # type: ignore[return-value]
 
 
 def _output(batch: StepBatch, advantage: torch.Tensor, episode: torch.Tensor, **diagnostics: torch.Tensor):
@@ -161,13 +155,12 @@ def compute_advantages(batch: StepBatch, estimator: str = "gaca", **options: Any
     Raises:
       ValueError for an unknown estimator or option (listing the valid ones) or a bad value.
     """
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown advantage estimator {estimator!r}; known: {sorted(ESTIMATORS)}")
+    fn = ESTIMATORS[estimator]
     if not isinstance(batch, StepBatch):
         raise TypeError(f"compute_advantages expects a StepBatch, got {type(batch).__name__}")
     resolved = AdvantageOptions.from_kwargs(**options)
     with torch.no_grad():
-        return ESTIMATORS[estimator](batch, trajectory_layout(batch), resolved)
+        return fn(batch, trajectory_layout(batch), resolved)
 
 
 def broadcast_to_tokens(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

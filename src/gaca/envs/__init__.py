@@ -1,29 +1,68 @@
-"""Text environments (no model code here): the protocol, the registry, the worker pool.
+"""Text environments (no model code here): the protocol, the families by name, the pool, the driver.
 
-Each environment family lives in its own subpackage and exposes ``make(**kwargs) -> TextEnv``;
-``make_env`` imports it lazily so that a user without ALFWorld installed can still use WebShop.
+    from gaca.envs import make_env, EnvPool, env_spec, play_episodes
+    env = make_env("alfworld", split="train", num_games=60)
+
+Each family registers a typed config (a subclass of ``EnvConfig``) and a factory named as
+``"module:function"``, imported on first use, so a user without ALFWorld installed can still use
+WebShop. ``EnvPool`` steps many environments in lock-step (in this process or on worker
+processes); ``play_episodes`` is the one loop that steps episodes for every caller.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from gaca.envs.alfworld.config import AlfworldConfig
 from gaca.envs.base import INFO_KEYS, TextEnv
+from gaca.envs.config import EnvConfig
+from gaca.envs.registry import (
+    ENVIRONMENTS,
+    EnvFamily,
+    EnvSpec,
+    env_spec,
+    make_env,
+    named_spec,
+    prepare_envs,
+    register_env,
+)
+from gaca.envs.webshop.config import WebShopConfig
 
-# name -> module exposing ``make(**kwargs) -> TextEnv``
-ENVIRONMENTS: dict[str, str] = {
-    "alfworld": "gaca.envs.alfworld",
-    "webshop": "gaca.envs.webshop",
-}
+register_env("alfworld", AlfworldConfig, "gaca.envs.alfworld:make", prepare="gaca.envs.alfworld:prepare")
+register_env("webshop", WebShopConfig, "gaca.envs.webshop:make")
 
+from gaca.envs.episodes import (  # noqa: E402  (the pool and driver use the registry above)
+    Agent,
+    Decision,
+    Episode,
+    EpisodeBatch,
+    ReplayAgent,
+    Step,
+    Turn,
+    play_episodes,
+)
+from gaca.envs.pool import EnvPool, StepOutcome  # noqa: E402
 
-def make_env(name: str, **kwargs: Any) -> TextEnv:
-    """Build environment ``name`` (a key of ``ENVIRONMENTS``) with its keyword options."""
-    if name not in ENVIRONMENTS:
-        raise ValueError(f"unknown environment {name!r}; known: {sorted(ENVIRONMENTS)}")
-    module = importlib.import_module(ENVIRONMENTS[name])
-    return module.make(**kwargs)
-
-
-__all__ = ["ENVIRONMENTS", "INFO_KEYS", "TextEnv", "make_env"]
+__all__ = [
+    "ENVIRONMENTS",
+    "INFO_KEYS",
+    "Agent",
+    "AlfworldConfig",
+    "Decision",
+    "EnvConfig",
+    "EnvFamily",
+    "EnvPool",
+    "EnvSpec",
+    "Episode",
+    "EpisodeBatch",
+    "ReplayAgent",
+    "Step",
+    "StepOutcome",
+    "TextEnv",
+    "Turn",
+    "WebShopConfig",
+    "env_spec",
+    "make_env",
+    "named_spec",
+    "play_episodes",
+    "prepare_envs",
+    "register_env",
+]

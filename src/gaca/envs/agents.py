@@ -1,27 +1,35 @@
 """Reference agents for tests and baselines: the planner expert and a uniform random agent.
 
-    agent = ExpertAgent()                 # needs an env made with expert=True (info["expert_plan"])
-    stats = play_episode(env, agent, seed=3)
+    stats = play_episode(env, ExpertAgent(), seed=3)     # needs an env made with expert=True
     stats["won"], stats["steps"], stats["return"]
+    batch = play_episodes(pool, seeds, RandomAgent(0))   # many episodes, batched (gaca.envs.episodes)
 
-Agents see only what a policy sees (observation text and ``info``), through ``act(obs, info)``.
+Agents see only what a policy sees (the ``Turn``: observation text and ``info``). Each decides every
+turn on its own (``choose``); ``act`` answers a batch of turns for the episode driver.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from gaca.envs.base import TextEnv
+from gaca.envs.episodes import Decision, Turn, play_episodes
+from gaca.envs.pool import EnvPool
 
 
-class Agent(Protocol):
-    """Anything with ``act(obs, info) -> action``; ``reset(seed)`` is optional."""
+class TurnAgent:
+    """Base of agents that decide each turn alone: ``act`` maps ``choose`` over the batch."""
 
-    def act(self, obs: str, info: dict[str, Any]) -> str: ...
+    def choose(self, turn: Turn) -> str:
+        raise NotImplementedError
+
+    def act(self, turns: Sequence[Turn]) -> list[Decision]:
+        return [Decision(self.choose(t)) for t in turns]
 
 
-class ExpertAgent:
+class ExpertAgent(TurnAgent):
     """Follows the environment's expert: the first action of ``info["expert_plan"]``.
 
     Falls back to ``fallback`` (``"look"``) when the plan is empty (e.g. the planner found none).
@@ -30,69 +38,63 @@ class ExpertAgent:
     def __init__(self, fallback: str = "look") -> None:
         self.fallback = fallback
 
-    def act(self, obs: str, info: dict[str, Any]) -> str:
-        if "expert_plan" not in info:
+    def choose(self, turn: Turn) -> str:
+        if "expert_plan" not in turn.info:
             raise KeyError("info has no 'expert_plan': make the env with expert=True")
-        plan = info["expert_plan"]
+        plan = turn.info["expert_plan"]
         return plan[0] if plan else self.fallback
 
 
-class RandomAgent:
-    """Uniform over ``info["admissible_actions"]``; reproducible from ``seed``.
+class RandomAgent(TurnAgent):
+    """Uniform over the admissible actions; reproducible from ``seed``.
 
-    ``reset(episode_seed)`` re-seeds from (seed, episode_seed), so an episode's actions do not
-    depend on what the agent played before (``play_episode`` calls it).
+    Each episode draws from its own generator, seeded by (``seed``, the episode's environment seed)
+    at its first step, so an episode's actions depend neither on what the agent played before nor
+    on which other episodes run beside it.
     """
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
-        self.rng = random.Random(seed)
+        self._rngs: dict[int, random.Random] = {}
 
-    def reset(self, episode_seed: int) -> None:
-        self.rng = random.Random(f"{self.seed}|{episode_seed}")
+    def rng(self, turn: Turn) -> random.Random:
+        """The generator of ``turn``'s episode."""
+        if turn.step == 0 or turn.episode not in self._rngs:
+            self._rngs[turn.episode] = random.Random(f"{self.seed}|{turn.seed}")
+        return self._rngs[turn.episode]
 
-    def act(self, obs: str, info: dict[str, Any]) -> str:
-        actions = info["admissible_actions"]
-        if not actions:
-            return "look"
-        return self.rng.choice(actions)
+    def choose(self, turn: Turn) -> str:
+        actions = turn.admissible_actions
+        rng = self.rng(turn)
+        return rng.choice(actions) if actions else "look"
 
 
-def play_episode(env: TextEnv, agent: Agent, seed: int, max_steps: int | None = None) -> dict[str, Any]:
-    """Play one episode of ``env`` (reset with ``seed``) with ``agent``.
+def play_episode(env: TextEnv, agent: Any, seed: int, max_steps: int | None = None) -> dict[str, Any]:
+    """Play one episode of ``env`` (reset with ``seed``) with ``agent`` (an ``Agent``).
 
     Returns:
       dict with ``won`` (bool), ``steps`` (int), ``return`` (sum of rewards), ``terminated``,
       ``truncated``, ``invalid`` (inadmissible actions taken), ``task_id``, ``task_type``, ``task``,
       ``actions`` (list[str]) and ``observations`` (list[str], the reset text first).
+    Raises:
+      RuntimeError when the environment raised (the message of its error).
     """
-    if hasattr(agent, "reset"):
-        agent.reset(seed)  # type: ignore[attr-defined]
-    obs, info = env.reset(seed=seed)
-    first = info
-    limit = max_steps if max_steps is not None else env.max_steps
-    actions, observations = [], [obs]
-    total, invalid, terminated, truncated = 0.0, 0, False, False
-    while not (terminated or truncated) and len(actions) < limit:
-        action = agent.act(obs, info)
-        obs, reward, terminated, truncated, info = env.step(action)
-        actions.append(action)
-        observations.append(obs)
-        total += reward
-        invalid += 0 if info.get("valid", True) else 1
+    [ep] = play_episodes(EnvPool.from_envs([env]), [seed], agent, max_steps=max_steps or env.max_steps).episodes
+    if ep.error:
+        raise RuntimeError(f"the environment failed: {ep.error}")
     return {
-        "won": bool(info.get("won", False)),
-        "steps": len(actions),
-        "return": total,
-        "terminated": terminated,
-        "truncated": truncated,
-        "invalid": invalid,
-        "task_id": first.get("task_id", ""),
-        "task_type": first.get("task_type", ""),
-        "task": first.get("task", ""),
-        "actions": actions,
-        "observations": observations,
+        "won": ep.won,
+        "steps": ep.length,
+        "return": ep.env_return,
+        "terminated": ep.last.terminated,
+        "truncated": ep.last.truncated,
+        "invalid": ep.invalid,
+        "task_id": ep.task_id,
+        "task_type": ep.task_type,
+        "task": ep.task,
+        "actions": [s.decision.action for s in ep.steps],
+        "observations": [ep.first.observation] + [s.outcome.observation for s in ep.steps],
     }
 
 
-__all__ = ["Agent", "ExpertAgent", "RandomAgent", "play_episode"]
+__all__ = ["ExpertAgent", "RandomAgent", "TurnAgent", "play_episode"]

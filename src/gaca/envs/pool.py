@@ -1,75 +1,74 @@
-"""A pool of text environments on worker processes, for episode groups.
+"""A pool of text environments stepped in lock-step, in this process or on worker processes.
 
-    with EnvPool("alfworld", {"split": "train", "num_games": 60}, num_envs=8, num_workers=2) as pool:
+    spec = env_spec(AlfworldConfig(), "train", num_games=60)
+    with EnvPool(spec, num_envs=8, num_workers=2) as pool:
         first = pool.reset([3] * 4 + [7] * 4)             # two groups of 4 copies (same seed)
-        results = pool.step(["look"] * 8)                 # None for an env that already finished
+        outcomes = pool.step(["look"] * 8)                 # StepOutcome per env; None where no action
 
-Envs are split over the workers in contiguous blocks (env i on worker ``i * num_workers // num_envs``),
-so the copies of a group usually share a worker and its engine caches. ``num_workers=0`` runs
-every env in this process (tests, debugging). Workers are started with multiprocessing's
-``spawn`` method (fork is unsafe with the C libraries the engines load).
+One pool, two backends: ``num_workers=0`` (or 1) keeps every environment in this process;
+``num_workers >= 2`` spreads them over that many worker processes (started with ``spawn``: fork is
+unsafe with the C libraries the engines load), in contiguous blocks (env i on worker
+``i * num_workers // num_envs``), so the copies of a group usually share a worker and its caches.
+``EnvPool.from_envs(envs)`` wraps environments already built (in this process).
 
-Fault tolerance: an env that raises in ``reset`` or ``step`` ends its episode as failed
-(``terminated=True``, ``info["won"] = False``, ``info["error"]`` = the message); the error is logged
-with the env's task id, the env is rebuilt at the next ``reset``, and the other envs continue. A
-worker process that dies fails all of its envs' episodes the same way and is restarted at the next
-``reset``.
-
-``env_name`` is a registry key of ``gaca.envs.ENVIRONMENTS`` or ``"package.module:factory"``;
-``env_kwargs`` is one dict for all envs or a list of one dict per env.
+Fault tolerance, the same with either backend: an environment that raises in ``reset`` or
+``step`` ends its episode as failed (a ``StepOutcome`` with ``terminated=True`` and ``error`` set;
+``info["won"]`` False), the error is logged with the task id, the environment is rebuilt at the
+next ``reset``, and the other environments continue. A worker process that dies fails the episodes
+of its environments the same way and is restarted at the next ``reset``.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import multiprocessing as mp
-import os
+import pickle
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from gaca.envs.base import TextEnv
+from gaca.envs.config import EnvConfig
+from gaca.envs.registry import EnvSpec, env_spec, prepare_envs
 
 logger = logging.getLogger(__name__)
 
-StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one environment answered to ``reset`` or ``step`` (gymnasium's tuple, typed, plus ``error``)."""
 
-def build_env(env_name: str, env_kwargs: dict[str, Any]) -> TextEnv:
-    """Build one env: a registry key, or ``"package.module:factory"``."""
-    if ":" in env_name:
-        mod, attr = env_name.split(":", 1)
-        factory: Callable[..., TextEnv] = getattr(importlib.import_module(mod), attr)
-        return factory(**env_kwargs)
-    from gaca.envs import make_env
+    observation: str
+    info: dict[str, Any] = field(default_factory=dict)
+    reward: float = 0.0
+    terminated: bool = False
+    """The episode ended by itself (won, lost for good, or crashed): no bootstrap."""
+    truncated: bool = False
+    """The step limit was reached."""
+    error: str | None = None
+    """Set when the environment crashed: the episode ended as failed, with this message."""
 
-    return make_env(env_name, **env_kwargs)
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
 
-
-def _failed_info(task_id: str, message: str) -> dict[str, Any]:
-    return {
-        "task": "",
-        "task_id": task_id,
-        "task_type": "",
-        "admissible_actions": [],
-        "won": False,
-        "valid": False,
-        "error": message,
-    }
+    @classmethod
+    def crashed(cls, task_id: str, message: str) -> StepOutcome:
+        """The outcome of an environment that raised (or whose worker died)."""
+        info = {"task": "", "task_id": task_id, "task_type": "", "admissible_actions": [], "won": False,
+                "valid": False, "error": message}
+        return cls("", info, 0.0, True, False, message)
 
 
 class _Slot:
-    """One env and its episode bookkeeping (lives in the worker, or in-process)."""
+    """One environment and its episode bookkeeping (in a worker, or in this process)."""
 
-    def __init__(self, index: int, env_name: str, env_kwargs: dict[str, Any]) -> None:
-        self.index, self.env_name, self.env_kwargs = index, env_name, env_kwargs
-        self.env: TextEnv | None = None
+    def __init__(self, index: int, build: Callable[[], TextEnv], env: TextEnv | None = None) -> None:
+        self.index, self.build, self.env = index, build, env
         self.task_id = "?"
-        self.done = True
-        self.failed: str | None = None
 
-    def _fail(self, where: str, exc: BaseException) -> str:
+    def _fail(self, where: str, exc: BaseException) -> StepOutcome:
         msg = f"{type(exc).__name__}: {exc}"
         logger.error("env %d (task %s) raised in %s: %s\n%s", self.index, self.task_id, where, msg,
                      traceback.format_exc())
@@ -79,38 +78,27 @@ class _Slot:
             except Exception:
                 logger.debug("close after failure raised", exc_info=True)
         self.env = None  # rebuilt at the next reset
-        self.done = True
-        self.failed = msg
-        return msg
+        return StepOutcome.crashed(self.task_id, msg)
 
-    def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
+    def reset(self, seed: int) -> StepOutcome:
         self.task_id = f"seed={seed}"
-        self.failed = None
         try:
             if self.env is None:
-                self.env = build_env(self.env_name, self.env_kwargs)
+                self.env = self.build()
             obs, info = self.env.reset(seed=seed)
-            self.task_id = str(info.get("task_id", self.task_id))
-            self.done = False
-            return obs, info
         except Exception as exc:
-            return "", _failed_info(self.task_id, self._fail("reset", exc))
+            return self._fail("reset", exc)
+        self.task_id = str(info.get("task_id", self.task_id))
+        return StepOutcome(obs, info)
 
-    def step(self, action: str | None) -> StepResult | None:
-        if action is None:
-            return None
-        if self.failed is not None:
-            # The episode failed at reset: end it now.
-            msg, self.failed = self.failed, None
-            return "", 0.0, True, False, _failed_info(self.task_id, msg)
-        if self.done or self.env is None:
-            raise RuntimeError(f"env {self.index}: action given to an episode that already ended")
+    def step(self, action: str) -> StepOutcome:
+        if self.env is None:
+            raise RuntimeError(f"env {self.index}: stepped after its episode crashed")
         try:
             obs, reward, terminated, truncated, info = self.env.step(action)
         except Exception as exc:
-            return "", 0.0, True, False, _failed_info(self.task_id, self._fail("step", exc))
-        self.done = bool(terminated or truncated)
-        return obs, float(reward), bool(terminated), bool(truncated), info
+            return self._fail("step", exc)
+        return StepOutcome(obs, info, float(reward), bool(terminated), bool(truncated))
 
     def close(self) -> None:
         if self.env is not None:
@@ -120,82 +108,59 @@ class _Slot:
                 self.env = None
 
 
-def _worker(conn: Any, specs: list[tuple[int, str, dict[str, Any]]], log_level: int) -> None:
+class _InProcess:
+    """Backend: every slot in this process."""
+
+    def __init__(self, slots: list[_Slot]) -> None:
+        self.slots = slots
+
+    def run(self, cmd: str, items: list[tuple[int, Any]]) -> dict[int, StepOutcome]:
+        return {i: getattr(self.slots[i], cmd)(x) for i, x in items}
+
+    def close(self) -> None:
+        for s in self.slots:
+            s.close()
+
+
+def _worker(conn: Any, specs: list[tuple[int, EnvSpec]], log_level: int) -> None:
     """Worker loop: ("reset", [(slot, seed)]) | ("step", [(slot, action)]) | ("close", None)."""
     logging.basicConfig(level=log_level)
-    slots = {i: _Slot(i, name, kw) for i, name, kw in specs}
+    slots = {i: _Slot(i, spec.build) for i, spec in specs}  # keyed by the pool-wide env index
     try:
         while True:
             cmd, payload = conn.recv()
-            if cmd == "reset":
-                conn.send([slots[i].reset(seed) for i, seed in payload])
-            elif cmd == "step":
-                out = []
-                for i, action in payload:
-                    try:
-                        out.append(slots[i].step(action))
-                    except RuntimeError as exc:  # misuse by the caller: report, don't die
-                        out.append(exc)
-                conn.send(out)
-            elif cmd == "close":
+            if cmd == "close":
                 break
+            conn.send([getattr(slots[i], cmd)(x) for i, x in payload])
     except (EOFError, KeyboardInterrupt):
         pass
     finally:
-        for s in slots.values():
-            try:
-                s.close()
-            except Exception:
-                pass
+        for slot in slots.values():
+            slot.close()
         conn.close()
 
 
-class EnvPool:
-    """``num_envs`` text environments stepped in lock-step, on ``num_workers`` processes."""
+class _Workers:
+    """Backend: slots spread over worker processes in contiguous blocks."""
 
-    def __init__(
-        self,
-        env_name: str,
-        env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        num_envs: int = 1,
-        num_workers: int = 2,
-        start_method: str = "spawn",
-    ) -> None:
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        if num_workers < 0:
-            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
-        if env_kwargs is None or isinstance(env_kwargs, dict):
-            kwargs = [dict(env_kwargs or {}) for _ in range(num_envs)]
-        else:
-            kwargs = [dict(k) for k in env_kwargs]
-            if len(kwargs) != num_envs:
-                raise ValueError(f"{len(kwargs)} env_kwargs for {num_envs} envs")
-        self.env_name, self.num_envs = env_name, num_envs
-        self.num_workers = min(num_workers, num_envs)
-        self._kwargs = kwargs
-        self._closed = False
-        self._done = [True] * num_envs
-        self._task_ids = ["?"] * num_envs
-        if self.num_workers == 0:
-            self._slots = [_Slot(i, env_name, kwargs[i]) for i in range(num_envs)]
-            return
+    def __init__(self, specs: list[EnvSpec], num_workers: int, start_method: str) -> None:
+        try:
+            pickle.dumps(specs[0])
+        except Exception as exc:
+            raise ValueError(f"environment {specs[0].config.name!r} cannot be sent to worker processes ({exc}); "
+                             "register its factory from an importable module, or use env.num_workers=0") from exc
+        self.specs, self.num_workers = specs, num_workers
+        self.owner = [i * num_workers // len(specs) for i in range(len(specs))]
+        self.task_ids = ["?"] * len(specs)
         self._ctx = mp.get_context(start_method)
-        # env i -> worker owner[i] (contiguous blocks)
-        self._owner = [i * self.num_workers // num_envs for i in range(num_envs)]
-        self._procs: list[Any] = [None] * self.num_workers
-        self._conns: list[Any] = [None] * self.num_workers
-        for w in range(self.num_workers):
-            self._start_worker(w)
+        self._procs: list[Any] = [None] * num_workers
+        self._conns: list[Any] = [None] * num_workers
+        for w in range(num_workers):
+            self._start(w)
 
-    # -- workers -------------------------------------------------------------------------------
-
-    def _envs_of(self, w: int) -> list[int]:
-        return [i for i in range(self.num_envs) if self._owner[i] == w]
-
-    def _start_worker(self, w: int) -> None:
+    def _start(self, w: int) -> None:
         parent, child = self._ctx.Pipe()
-        specs = [(i, self.env_name, self._kwargs[i]) for i in self._envs_of(w)]
+        specs = [(i, s) for i, s in enumerate(self.specs) if self.owner[i] == w]
         proc = self._ctx.Process(target=_worker, args=(child, specs, logging.getLogger().level),
                                  name=f"gaca-envpool-{w}", daemon=True)
         proc.start()
@@ -205,101 +170,45 @@ class EnvPool:
     def _alive(self, w: int) -> bool:
         return self._procs[w] is not None and self._procs[w].is_alive()
 
-    def _dispatch(self, cmd: str, items: list[tuple[int, Any]]) -> dict[int, Any]:
-        """Send every worker its share of ``items`` first, then collect (workers run in parallel)."""
+    def _dead(self, w: int, payload: list[tuple[int, Any]], message: str) -> dict[int, StepOutcome]:
+        logger.error("env worker %d: %s (tasks %s)", w, message, [self.task_ids[i] for i, _ in payload])
+        if self._procs[w] is not None:
+            self._procs[w].join(timeout=1)
+        self._procs[w] = None
+        return {i: StepOutcome.crashed(self.task_ids[i], message) for i, _ in payload}
+
+    def run(self, cmd: str, items: list[tuple[int, Any]]) -> dict[int, StepOutcome]:
+        """Send every worker its share first, then collect (the workers run in parallel)."""
         by_worker: dict[int, list[tuple[int, Any]]] = {}
         for i, x in items:
-            by_worker.setdefault(self._owner[i], []).append((i, x))
+            by_worker.setdefault(self.owner[i], []).append((i, x))
+        out: dict[int, StepOutcome] = {}
         sent: list[int] = []
-        out: dict[int, Any] = {}
         for w, payload in by_worker.items():
             if not self._alive(w):
-                if cmd == "reset":
-                    self._start_worker(w)
-                else:
-                    for i, _ in payload:
-                        out[i] = _failed_info(self._task_ids[i], "env worker process is not running")
+                if cmd != "reset":
+                    out.update(self._dead(w, payload, "env worker process is not running"))
                     continue
+                self._start(w)
             try:
                 self._conns[w].send((cmd, payload))
                 sent.append(w)
             except (BrokenPipeError, OSError) as exc:
-                logger.error("env worker %d unreachable: %s", w, exc)
-                self._procs[w] = None
-                for i, _ in payload:
-                    out[i] = _failed_info(self._task_ids[i], f"env worker died: {exc}")
+                out.update(self._dead(w, payload, f"env worker died: {exc}"))
         for w in sent:
             payload = by_worker[w]
             try:
                 answers = self._conns[w].recv()
-            except (EOFError, ConnectionResetError, OSError) as exc:
-                code = self._procs[w].exitcode
-                logger.error("env worker %d died (exit code %s) during %s of tasks %s: %s", w, code, cmd,
-                             [self._task_ids[i] for i, _ in payload], exc)
-                self._procs[w].join(timeout=1)
-                self._procs[w] = None
-                answers = [_failed_info(self._task_ids[i], f"env worker died (exit code {code})")
-                           for i, _ in payload]
-            for (i, _), a in zip(payload, answers, strict=True):
-                out[i] = a
-        return out
-
-    # -- API -----------------------------------------------------------------------------------
-
-    def reset(self, seeds: Sequence[int]) -> list[tuple[str, dict[str, Any]]]:
-        """Reset env i with ``seeds[i]`` (a group: the same seed repeated); [(obs, info)] per env."""
-        self._check_open()
-        if len(seeds) != self.num_envs:
-            raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
-        items = [(i, int(s)) for i, s in enumerate(seeds)]
-        if self.num_workers == 0:
-            res = {i: self._slots[i].reset(s) for i, s in items}
-        else:
-            res = self._dispatch("reset", items)
-        out: list[tuple[str, dict[str, Any]]] = []
-        for i in range(self.num_envs):
-            r = res[i]
-            if isinstance(r, dict):  # worker died during reset
-                r = ("", r)
-            obs, info = r
-            self._task_ids[i] = str(info.get("task_id", "?"))
-            self._done[i] = False
-            out.append((obs, info))
-        return out
-
-    def step(self, actions: Sequence[str | None]) -> list[StepResult | None]:
-        """Step every env with its action (None for an env whose episode ended -> None result)."""
-        self._check_open()
-        if len(actions) != self.num_envs:
-            raise ValueError(f"{len(actions)} actions for {self.num_envs} envs")
-        for i, a in enumerate(actions):
-            if a is not None and self._done[i]:
-                raise RuntimeError(f"env {i}: action {a!r} for an episode that already ended")
-        items = [(i, a) for i, a in enumerate(actions) if a is not None]
-        if self.num_workers == 0:
-            res = {i: self._slots[i].step(a) for i, a in items}
-        else:
-            res = self._dispatch("step", items)
-        out: list[StepResult | None] = [None] * self.num_envs
-        for i, r in res.items():
-            if isinstance(r, Exception):
-                raise r
-            if isinstance(r, dict):  # worker died: fail the episode
-                r = ("", 0.0, True, False, r)
-            out[i] = r
-            if r[2] or r[3]:
-                self._done[i] = True
+            except (EOFError, ConnectionResetError, OSError):
+                out.update(self._dead(w, payload, f"env worker died (exit code {self._procs[w].exitcode})"))
+                continue
+            for (i, _), outcome in zip(payload, answers, strict=True):
+                out[i] = outcome
+        for i, outcome in out.items():
+            self.task_ids[i] = str(outcome.info.get("task_id", self.task_ids[i]))
         return out
 
     def close(self) -> None:
-        """Stop the workers (or close the in-process envs). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self.num_workers == 0:
-            for s in self._slots:
-                s.close()
-            return
         for w in range(self.num_workers):
             if self._alive(w):
                 try:
@@ -316,6 +225,102 @@ class EnvPool:
             if self._conns[w] is not None:
                 self._conns[w].close()
 
+
+class EnvPool:
+    """``num_envs`` text environments stepped in lock-step (see module docstring)."""
+
+    def __init__(self, specs: EnvSpec | Sequence[EnvSpec], num_envs: int | None = None, *, num_workers: int = 0,
+                 start_method: str = "spawn") -> None:
+        """
+        Args:
+          specs: one ``EnvSpec`` for every environment, or one per environment.
+          num_envs: how many environments (with one spec; default: one per spec).
+          num_workers: worker processes (0 or 1: in this process).
+          start_method: multiprocessing start method of the workers.
+        """
+        spec_list = [specs] * (num_envs or 0) if isinstance(specs, EnvSpec) else list(specs)
+        if num_envs is not None and len(spec_list) != num_envs:
+            raise ValueError(f"{len(spec_list)} env specs for {num_envs} envs")
+        if not spec_list:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        workers = min(num_workers, len(spec_list))
+        backend = (_Workers(spec_list, workers, start_method) if workers >= 2
+                   else _InProcess([_Slot(i, s.build) for i, s in enumerate(spec_list)]))
+        self._init(backend, len(spec_list), spec_list[0].max_steps, spec_list[0].intro)
+        self.num_workers = workers if workers >= 2 else 0
+
+    @classmethod
+    def for_split(cls, config: EnvConfig, split: str, num_envs: int, *, num_games: int | None = None,
+                  expert: bool = False) -> EnvPool:
+        """``num_envs`` environments of ``config`` on ``split``, on ``config.num_workers`` workers.
+
+        What the split's environments share (ALFWorld's games) is built here first, once.
+        """
+        spec = env_spec(config, split, num_games, expert=expert)
+        prepare_envs(spec)
+        return cls(spec, num_envs, num_workers=config.num_workers)
+
+    @classmethod
+    def from_envs(cls, envs: Sequence[TextEnv], *, intro: str = EnvConfig.intro) -> EnvPool:
+        """A pool over environments already built (in this process); ``intro`` is their prompt introduction."""
+        if not envs:
+            raise ValueError("EnvPool.from_envs needs at least one environment")
+
+        def keep(env: TextEnv) -> Callable[[], TextEnv]:
+            return lambda: env
+
+        pool = cls.__new__(cls)
+        pool._init(_InProcess([_Slot(i, keep(e), e) for i, e in enumerate(envs)]), len(envs),
+                   max(int(e.max_steps) for e in envs), intro)
+        pool.num_workers = 0
+        return pool
+
+    def _init(self, backend: _InProcess | _Workers, num_envs: int, max_steps: int, intro: str) -> None:
+        self._backend = backend
+        self.num_envs = num_envs
+        self.max_steps = max_steps
+        """The environments' step limit (the episode driver stops there too)."""
+        self.intro = intro
+        """The environments' prompt introduction (``EnvConfig.intro``)."""
+        self._done = [True] * num_envs
+        self._closed = False
+
+    def reset(self, seeds: Sequence[int]) -> list[StepOutcome]:
+        """Reset env i with ``seeds[i]`` (a group: the same seed repeated); one outcome per env."""
+        self._check_open()
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
+        res = self._backend.run("reset", [(i, int(s)) for i, s in enumerate(seeds)])
+        out = [res[i] for i in range(self.num_envs)]
+        self._done = [o.done for o in out]
+        return out
+
+    def step(self, actions: Sequence[str | None]) -> list[StepOutcome | None]:
+        """Step every env with its action; None for an env that sits out (its result is None).
+
+        An action for an environment whose episode has ended is an error.
+        """
+        self._check_open()
+        if len(actions) != self.num_envs:
+            raise ValueError(f"{len(actions)} actions for {self.num_envs} envs")
+        for i, a in enumerate(actions):
+            if a is not None and self._done[i]:
+                raise RuntimeError(f"env {i}: action {a!r} for an episode that already ended")
+        res = self._backend.run("step", [(i, a) for i, a in enumerate(actions) if a is not None])
+        out: list[StepOutcome | None] = [None] * self.num_envs
+        for i, outcome in res.items():
+            out[i] = outcome
+            self._done[i] = outcome.done
+        return out
+
+    def close(self) -> None:
+        """Stop the workers (or close the in-process envs). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._backend.close()
+
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("EnvPool is closed")
@@ -327,41 +332,4 @@ class EnvPool:
         self.close()
 
 
-class FaultyEnv:
-    """Test helper: wraps an env and fails on purpose (for fault-tolerance tests and drills).
-
-    ``crash_at_step=k`` raises ``RuntimeError`` on the k-th step of every episode (``k = 0``: in
-    ``reset``); ``mode="exit"`` kills the whole process instead (``os._exit(3)``), as a segfault
-    of an engine would.
-    """
-
-    def __init__(self, inner: str, inner_kwargs: dict[str, Any] | None = None,
-                 crash_at_step: int | None = None, mode: str = "raise") -> None:
-        if mode not in ("raise", "exit"):
-            raise ValueError(f"mode must be 'raise' or 'exit', got {mode!r}")
-        self.env = build_env(inner, dict(inner_kwargs or {}))
-        self.max_steps = self.env.max_steps
-        self.crash_at_step, self.mode = crash_at_step, mode
-        self._t = 0
-
-    def _maybe_crash(self) -> None:
-        if self.crash_at_step is not None and self._t == self.crash_at_step:
-            if self.mode == "exit":
-                os._exit(3)
-            raise RuntimeError(f"planted crash at step {self._t}")
-
-    def reset(self, *, seed: int, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        self._t = 0
-        self._maybe_crash()
-        return self.env.reset(seed=seed, options=options)
-
-    def step(self, action: str) -> StepResult:
-        self._t += 1
-        self._maybe_crash()
-        return self.env.step(action)
-
-    def close(self) -> None:
-        self.env.close()
-
-
-__all__ = ["EnvPool", "FaultyEnv", "StepResult", "build_env"]
+__all__ = ["EnvPool", "StepOutcome"]

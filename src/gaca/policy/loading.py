@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from gaca.policy.config import PolicyConfig, resolve_cache_dir
-from gaca.policy.policy import _DTYPES, Policy
+from gaca.policy.policy import _DTYPES, CausalLMPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def _seeded_init(build, seed: int):
         return build()
 
 
-def _finish(cfg: PolicyConfig, model: torch.nn.Module, tokenizer: Any) -> Policy:
+def _finish(cfg: PolicyConfig, model: torch.nn.Module, tokenizer: Any) -> CausalLMPolicy:
     model = model.to(device=cfg.device, dtype=_DTYPES[cfg.dtype])
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -136,10 +136,10 @@ def _finish(cfg: PolicyConfig, model: torch.nn.Module, tokenizer: Any) -> Policy
     else:
         for p in model.parameters():
             p.requires_grad_(True)
-    return Policy(model, tokenizer, cfg)
+    return CausalLMPolicy(model, tokenizer, cfg)
 
 
-def load_policy(cfg: PolicyConfig, *, tokenizer: Any | None = None) -> Policy:
+def load_policy(cfg: PolicyConfig, *, tokenizer: Any | None = None) -> CausalLMPolicy:
     """Build the policy ``cfg`` describes (offline; nothing is downloaded).
 
     - ``"smollm2"``: the embedded SmolLM2-135M-Instruct, converted once (see :func:`convert_smollm2`).
@@ -176,8 +176,8 @@ def load_policy(cfg: PolicyConfig, *, tokenizer: Any | None = None) -> Policy:
     return _finish(cfg, model, tok)
 
 
-def load_policy_checkpoint(directory: str | os.PathLike[str], *, device: str | None = None) -> Policy:
-    """Rebuild a policy saved with :meth:`Policy.save`, without the original model source.
+def load_policy_checkpoint(directory: str | os.PathLike[str], *, device: str | None = None) -> CausalLMPolicy:
+    """Rebuild a policy saved with :meth:`CausalLMPolicy.save`, without the original model source.
 
     Args:
       directory: the checkpoint directory.

@@ -1,6 +1,6 @@
 """The causal-LM policy: batched KV-cache sampling with log-probs, teacher-forced scoring, checkpoints.
 
-Token layout shared by :meth:`Policy.sample` and :meth:`Policy.score`: prompts are left-padded to the
+Token layout shared by :meth:`CausalLMPolicy.sample` and :meth:`CausalLMPolicy.score`: prompts are left-padded to the
 longest prompt P, responses follow, right-padded to L. Position ids count only real tokens
 (``cumsum(attention_mask) − 1``), so padding changes neither sampled nor scored log-probs.
 """
@@ -29,10 +29,10 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 @dataclass
 class SampleOutput:
-    """Result of :meth:`Policy.sample` for B prompts."""
+    """Result of :meth:`CausalLMPolicy.sample` for B prompts."""
 
     prompt_ids: list[torch.Tensor]
-    """Per row, int64 [P_i]: the prompt's token ids, unpadded (what :meth:`Policy.score` takes)."""
+    """Per row, int64 [P_i]: the prompt's token ids, unpadded (what :meth:`CausalLMPolicy.score` takes)."""
     response_ids: torch.Tensor
     """int64 [B, L], right-padded with the pad id; L = the longest response."""
     response_mask: torch.Tensor
@@ -55,7 +55,7 @@ class SampleOutput:
 
 @dataclass
 class ScoreOutput:
-    """Result of :meth:`Policy.score`."""
+    """Result of :meth:`CausalLMPolicy.score`."""
 
     logprobs: torch.Tensor
     """float32 [B, L], log π(response token | prefix) at the given temperature, 0 on padding."""
@@ -82,7 +82,7 @@ def positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp_(min=0)
 
 
-class Policy:
+class CausalLMPolicy:
     """A causal LM with a tokenizer, a reference policy and the operations RL needs.
 
     Build one with :func:`gaca.policy.load_policy`. Attributes: ``model`` (the ``transformers``

@@ -13,7 +13,7 @@ def sampling_logprobs(logits: torch.Tensor, temperature: float = 1.0, top_p: flo
     log q(v) = z_v − logsumexp_{u∈K} z_u for v ∈ K, −inf otherwise, with z = logits / temperature and
     K the smallest set of most likely tokens whose probability mass reaches ``top_p`` (the most
     likely token is always kept). With ``top_p == 1`` this is ``log_softmax(z)`` exactly, which is
-    what :meth:`Policy.score` computes, so sampled and scored log-probs agree.
+    what :meth:`CausalLMPolicy.score` computes, so sampled and scored log-probs agree.
 
     Args:
       logits:      [B, V] float.

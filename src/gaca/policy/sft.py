@@ -10,12 +10,12 @@ from typing import Any
 
 import torch
 
-from gaca.policy.policy import Policy
+from gaca.policy.policy import CausalLMPolicy
 
 logger = logging.getLogger(__name__)
 
 
-def sft_loss(policy: Policy, prompt_ids: list[torch.Tensor], responses: list[torch.Tensor]) -> torch.Tensor:
+def sft_loss(policy: CausalLMPolicy, prompt_ids: list[torch.Tensor], responses: list[torch.Tensor]) -> torch.Tensor:
     """Token-mean negative log-likelihood of the responses given the prompts (temperature 1).
 
     loss = −Σ_{i,k} log π(y_{i,k} | x_i, y_{i,<k}) / Σ_i |y_i|; differentiable.
@@ -31,7 +31,7 @@ def sft_loss(policy: Policy, prompt_ids: list[torch.Tensor], responses: list[tor
 
 
 def sft_warmstart(
-    policy: Policy,
+    policy: CausalLMPolicy,
     examples: Sequence[tuple[str, str]],
     *,
     steps: int,
@@ -45,14 +45,14 @@ def sft_warmstart(
 ) -> dict[str, Any]:
     """Supervised fine-tuning on ``(prompt, response)`` pairs; the loss covers response tokens only.
 
-    Prompts are built prompts (as :meth:`Policy.sample` takes them, i.e. after
-    :meth:`Policy.build_prompt`); responses are the texts the policy should generate, stop string
+    Prompts are built prompts (as :meth:`CausalLMPolicy.sample` takes them, i.e. after
+    :meth:`CausalLMPolicy.build_prompt`); responses are the texts the policy should generate, stop string
     included (e.g. ``"<think>…</think><action>go to desk 1</action>"``). Mini-batches are drawn
     without replacement from seeded permutations (one epoch after another), AdamW updates
-    :meth:`Policy.trainable_parameters`. ``steps == 0`` trains nothing (but still measures the loss).
+    :meth:`CausalLMPolicy.trainable_parameters`. ``steps == 0`` trains nothing (but still measures the loss).
 
     With ``reset_reference`` (default) the reference policy becomes the warm-started policy
-    (:meth:`Policy.reset_reference`), so RL's KL term anchors to it.
+    (:meth:`CausalLMPolicy.reset_reference`), so RL's KL term anchors to it.
 
     Returns:
       ``{"loss_initial", "loss_final"}`` (token-mean loss before/after training on a fixed seeded

@@ -1,28 +1,28 @@
-"""Multi-turn group rollout: prompts, response parsing, and sampling trajectories into the step table."""
+"""Policies in environments: the policy agent, the group rollout into the step table, expert data.
 
-from gaca.rollout.collect import (
-    EnvPoolLike,
-    ExpertData,
-    RolloutBatch,
-    RolloutConfig,
-    Trajectory,
-    anchor_text,
-    collect_expert_examples,
-    collect_rollouts,
-)
-from gaca.rollout.prompt import ParsedResponse, format_response, parse_response, render_prompt
+Everything steps episodes through the one driver, ``gaca.envs.play_episodes``.
+"""
+
+from gaca.rollout.agent import PolicyAgent, SampledResponse
+from gaca.rollout.collect import RolloutBatch, RolloutConfig, anchor_text, collect_rollouts, step_table
+from gaca.rollout.expert import DETOUR, DetouringExpert, ExpertData, collect_expert_examples
+from gaca.rollout.prompt import ParsedResponse, format_response, parse_response, render_prompt, turn_prompt
 
 __all__ = [
-    "EnvPoolLike",
+    "DETOUR",
+    "DetouringExpert",
     "ExpertData",
     "ParsedResponse",
+    "PolicyAgent",
     "RolloutBatch",
     "RolloutConfig",
-    "Trajectory",
+    "SampledResponse",
     "anchor_text",
     "collect_expert_examples",
     "collect_rollouts",
     "format_response",
     "parse_response",
     "render_prompt",
+    "step_table",
+    "turn_prompt",
 ]

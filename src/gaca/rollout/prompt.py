@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gaca.envs.episodes import Turn
 
 THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL)
@@ -68,6 +72,12 @@ def render_prompt(
     return "\n".join(lines)
 
 
+def turn_prompt(turn: Turn, *, intro: str, history_length: int) -> str:
+    """``render_prompt`` of an episode driver's ``Turn`` (its task, observation, actions and history)."""
+    return render_prompt(turn.task, turn.observation, turn.admissible_actions, list(turn.history),
+                         history_length=history_length, step=turn.step, intro=intro)
+
+
 def format_response(action: str, thought: str = "") -> str:
     """The canonical response for ``action`` (used to build SFT targets from expert plans)."""
     return f"<think>{thought}</think><action>{action}</action>"
@@ -99,4 +109,4 @@ def parse_response(text: str, *, fallback_chars: int = 40) -> ParsedResponse:
     return ParsedResponse(action=action, well_formed=well_formed)
 
 
-__all__ = ["ParsedResponse", "format_response", "parse_response", "render_prompt"]
+__all__ = ["ParsedResponse", "format_response", "parse_response", "render_prompt", "turn_prompt"]

@@ -1,9 +1,11 @@
-"""The trainer: config, PPO losses and update, evaluation, checkpoints, metrics, the loop."""
+"""The trainer: config, PPO losses and update, evaluation, checkpoints, metrics, the run and its loop.
+
+Read ``loop`` first: one iteration on one page. ``run`` holds everything around it.
+"""
 
 from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from gaca.train.config import (
     ConfigError,
-    EnvConfig,
     EvalConfig,
     PPOConfig,
     SFTConfig,
@@ -12,8 +14,9 @@ from gaca.train.config import (
     preset_names,
 )
 from gaca.train.evaluate import EvalStats, evaluate
-from gaca.train.loop import TrainResult, train
+from gaca.train.loop import iteration, train
 from gaca.train.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
+from gaca.train.run import TrainingRun, TrainResult, evaluate_checkpoint
 from gaca.train.update import NonFiniteGuard, NonFiniteLossError, UpdateStats, make_optimizer, ppo_update
 
 __all__ = [
@@ -22,7 +25,6 @@ __all__ = [
     "KL_ESTIMATORS",
     "POLICY_LOSSES",
     "ConfigError",
-    "EnvConfig",
     "EvalConfig",
     "EvalStats",
     "NonFiniteGuard",
@@ -31,8 +33,11 @@ __all__ = [
     "SFTConfig",
     "TrainConfig",
     "TrainResult",
+    "TrainingRun",
     "UpdateStats",
     "evaluate",
+    "evaluate_checkpoint",
+    "iteration",
     "load_checkpoint",
     "load_config",
     "make_optimizer",

@@ -1,10 +1,13 @@
 """Trainer configuration: one dataclass per component, TOML files, ``key=value`` overrides.
 
 A config file is TOML whose top-level keys are the fields of :class:`TrainConfig` and whose
-tables are its components (``[policy]``, ``[env]``, ``[rollout]``, ``[advantage]``, ``[ppo]``,
-``[sft]``, ``[eval]``). Overrides use dotted keys (``advantage.kappa=0.5``, ``iterations=10``) and
-TOML values (``policy.cache_dir="/tmp/c"``; bare words are read as strings). An unknown key is an
-error that lists the valid ones; a ``Literal`` field rejects values outside its choices.
+tables are its components (``[policy]``, ``[env]`` (the fields of the family ``env.name`` selects,
+e.g. ``gaca.envs.AlfworldConfig``), ``[rollout]``, ``[advantage]``, ``[ppo]``, ``[sft]``,
+``[eval]``). Overrides use dotted keys (``advantage.kappa=0.5``, ``iterations=10``) and TOML values
+(``policy.cache_dir="/tmp/c"``; bare words are read as strings). Everything is validated when the
+config is built, before anything else happens: an unknown key lists the valid ones, a name
+(estimator, loss, environment) must be registered, every number must be in its range, and the
+components must fit together (``gaca.config``). ``gaca config show`` prints it with its documentation.
 """
 
 from __future__ import annotations
@@ -12,41 +15,16 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import json
-import sys
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
-from gaca.advantage import AdvantageOptions
+from gaca import validate
+from gaca.advantage import ESTIMATORS, AdvantageOptions
+from gaca.config import ConfigError, apply_overrides, from_dict, read_toml, to_dict
+from gaca.envs import AlfworldConfig, EnvConfig
 from gaca.policy.config import PolicyConfig
 from gaca.rollout.collect import RolloutConfig
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - python 3.10
-    import tomli as tomllib
-
-
-@dataclass
-class EnvConfig:
-    """Which environment to train and evaluate on."""
-
-    name: str = "alfworld"
-    """A key of ``gaca.envs.ENVIRONMENTS`` (``alfworld``, ``webshop``)."""
-    train_split: str = "train"
-    """Split the training tasks are drawn from."""
-    eval_split: str = "eval"
-    """Held-out split for evaluation."""
-    num_train_games: int = 64
-    """Training tasks (games) built for the train split."""
-    num_eval_games: int = 24
-    """Held-out tasks; every evaluation plays each of them once."""
-    num_workers: int = 2
-    """Worker processes of the environment pool (0 or 1: in-process)."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra keyword arguments for ``make_env`` (environment-specific)."""
+from gaca.train.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 
 
 @dataclass
@@ -62,39 +40,47 @@ class PPOConfig:
     weight_decay: float = 0.0
     """AdamW weight decay."""
     betas: tuple[float, float] = (0.9, 0.999)
-    """AdamW betas."""
+    """AdamW betas, each in [0, 1)."""
     epochs: int = 1
     """Passes over the iteration's step rows."""
     num_minibatches: int = 2
     """Optimizer steps per epoch; the rows are shuffled and split into this many minibatches."""
     micro_batch_size: int = 16
     """Rows per forward/backward (gradients accumulate over a minibatch's micro-batches)."""
-    policy_loss: Literal["ppo_clip", "dual_clip"] = "ppo_clip"
-    """A key of ``gaca.train.losses.POLICY_LOSSES``."""
+    policy_loss: str = "ppo_clip"
+    """A name in ``gaca.train.losses.POLICY_LOSSES`` (``ppo_clip``, ``dual_clip``, or one registered)."""
     clip_ratio: float = 0.2
     """PPO clip ε: the ratio is clipped to [1−ε, 1+ε]."""
     clip_ratio_c: float = 3.0
     """Dual-clip bound c (> 1) on the loss of negative-advantage tokens (``dual_clip`` only)."""
-    loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
-    """A key of ``gaca.train.losses.AGGREGATIONS``: how token losses become one number."""
+    loss_agg: str = "token-mean"
+    """A name in ``gaca.train.losses.AGGREGATIONS`` (``token-mean``, ``seq-mean-token-mean``): how token
+    losses become one number."""
     kl_coef: float = 0.0
     """Coefficient of the KL loss to the reference policy (0: no reference forward pass)."""
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
-    """A key of ``gaca.train.losses.KL_ESTIMATORS`` (k3: the low-variance estimator)."""
+    kl_estimator: str = "k3"
+    """A name in ``gaca.train.losses.KL_ESTIMATORS`` (``k1``, ``k2``, ``k3``: the low-variance one)."""
     entropy_coef: float = 0.0
     """Coefficient of the entropy bonus (subtracted from the loss)."""
     max_grad_norm: float = 1.0
     """Gradient clipping by global norm (<= 0: off)."""
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.num_minibatches < 1 or self.micro_batch_size < 1:
-            raise ValueError("ppo.epochs, ppo.num_minibatches and ppo.micro_batch_size must be >= 1")
-        if not 0.0 < self.clip_ratio < 1.0:
-            raise ValueError(f"ppo.clip_ratio must be in (0, 1), got {self.clip_ratio}")
-        if self.clip_ratio_c <= 1.0:
-            raise ValueError(f"ppo.clip_ratio_c must be > 1, got {self.clip_ratio_c}")
-        if self.lr <= 0.0 or self.kl_coef < 0.0 or self.warmup_steps < 0:
-            raise ValueError("ppo.lr must be > 0, ppo.kl_coef >= 0 and ppo.warmup_steps >= 0")
+        validate.number("ppo.lr", self.lr, 0.0, None, lo_open=True)
+        validate.integer("ppo.warmup_steps", self.warmup_steps, 0)
+        validate.number("ppo.weight_decay", self.weight_decay, 0.0)
+        for k, beta in enumerate(self.betas):
+            validate.number(f"ppo.betas[{k}]", beta, 0.0, 1.0, hi_open=True)
+        for name in ("epochs", "num_minibatches", "micro_batch_size"):
+            validate.integer(f"ppo.{name}", getattr(self, name), 1)
+        POLICY_LOSSES.check(self.policy_loss, "ppo.policy_loss")
+        AGGREGATIONS.check(self.loss_agg, "ppo.loss_agg")
+        KL_ESTIMATORS.check(self.kl_estimator, "ppo.kl_estimator")
+        validate.number("ppo.clip_ratio", self.clip_ratio, 0.0, 1.0, lo_open=True, hi_open=True)
+        validate.number("ppo.clip_ratio_c", self.clip_ratio_c, 1.0, None, lo_open=True)
+        validate.number("ppo.kl_coef", self.kl_coef, 0.0)
+        validate.number("ppo.entropy_coef", self.entropy_coef, 0.0)
+        validate.number("ppo.max_grad_norm", self.max_grad_norm)
 
 
 @dataclass
@@ -118,10 +104,11 @@ class SFTConfig:
     (see ``gaca.rollout.collect_expert_examples``)."""
 
     def __post_init__(self) -> None:
-        if self.episodes < 0 or self.steps < 0 or self.batch_size < 1 or self.lr <= 0:
-            raise ValueError("sft.episodes and sft.steps must be >= 0, sft.batch_size >= 1 and sft.lr > 0")
-        if not 0.0 <= self.detour_prob < 1.0:
-            raise ValueError(f"sft.detour_prob must be in [0, 1), got {self.detour_prob}")
+        validate.integer("sft.episodes", self.episodes, 0)
+        validate.integer("sft.steps", self.steps, 0)
+        validate.integer("sft.batch_size", self.batch_size, 1)
+        validate.number("sft.lr", self.lr, 0.0, None, lo_open=True)
+        validate.number("sft.detour_prob", self.detour_prob, 0.0, 1.0, hi_open=True)
 
 
 @dataclass
@@ -137,13 +124,20 @@ class EvalConfig:
     batch_size: int = 24
     """Held-out tasks played at once (the evaluation pool's size)."""
 
+    def __post_init__(self) -> None:
+        validate.integer("eval.every", self.every, 0)
+        validate.number("eval.temperature", self.temperature, 0.0)
+        validate.number("eval.top_p", self.top_p, 0.0, 1.0, lo_open=True)
+        validate.integer("eval.batch_size", self.batch_size, 1)
+
 
 @dataclass
 class TrainConfig:
     """A training run (top-level keys of the TOML file)."""
 
     estimator: str = "gaca"
-    """Advantage estimator, a key of ``gaca.advantage.ESTIMATORS`` (grpo, rloo, gigpo, fixed_mix, gaca)."""
+    """Advantage estimator, a name in ``gaca.advantage.ESTIMATORS`` (grpo, rloo, gigpo, fixed_mix, gaca,
+    or one registered)."""
     iterations: int = 20
     """Training iterations (rollout -> advantages -> update)."""
     seed: int = 0
@@ -161,7 +155,7 @@ class TrainConfig:
     max_nonfinite: int = 3
     """Stop the run after this many consecutive updates with a non-finite loss."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
+    env: EnvConfig = field(default_factory=AlfworldConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     advantage: AdvantageOptions = field(default_factory=AdvantageOptions)
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -169,125 +163,24 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def __post_init__(self) -> None:
-        if self.iterations < 0 or self.checkpoint_every < 0 or self.max_nonfinite < 1:
-            raise ValueError("iterations and checkpoint_every must be >= 0, max_nonfinite >= 1")
-        if self.rollout.temperature <= 0.0:
-            raise ValueError("rollout.temperature must be > 0 for training (0, greedy, is for eval.temperature)")
-        if self.eval.temperature < 0.0:
-            raise ValueError(f"eval.temperature must be >= 0 (0: greedy), got {self.eval.temperature}")
+        ESTIMATORS.check(self.estimator, "estimator")
+        validate.integer("iterations", self.iterations, 0)
+        validate.integer("seed", self.seed)
+        validate.integer("checkpoint_every", self.checkpoint_every, 0)
+        validate.integer("threads", self.threads, 0)
+        validate.integer("max_nonfinite", self.max_nonfinite, 1)
+        if self.policy.model == "tiny" and self.sft.episodes == 0:
+            raise ValueError("policy.model='tiny' needs sft.episodes > 0: its tokenizer and warm start come from "
+                             "expert trajectories")
 
-
-class ConfigError(ValueError):
-    """A config file or override that does not fit the dataclasses."""
-
-
-# ---------------------------------------------------------------------------------------------
-# dict <-> dataclass
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _check_value(path: str, tp: Any, value: Any) -> Any:
-    """Coerce/validate ``value`` against the annotation ``tp``; raise ConfigError on mismatch."""
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return value
-    if origin is Literal:
-        choices = typing.get_args(tp)
-        if value not in choices:
-            raise ConfigError(f"{path} must be one of {list(choices)}, got {value!r}")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _check_value(path, arg, value)
-            except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(f"{path}: {value!r} fits none of {tp}")
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{path} must be a list, got {value!r}")
-        args = typing.get_args(tp)
-        if len(args) != len(value):
-            raise ConfigError(f"{path} must have {len(args)} entries, got {len(value)}")
-        return tuple(_check_value(f"{path}[{i}]", a, v) for i, (a, v) in enumerate(zip(args, value, strict=True)))
-    if origin is dict or tp is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{path} must be a table, got {value!r}")
-        return dict(value)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{path} must be true or false, got {value!r}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{path} must be an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{path} must be a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{path} must be a string, got {value!r}")
-        return value
-    return value
-
-
-def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
-    """Build dataclass ``cls`` from a (nested) dict; unknown keys raise ``ConfigError`` listing the valid ones."""
-    hints = _hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = [k for k in data if k not in names]
-    if unknown:
-        where = prefix.rstrip(".") or "the top level"
-        raise ConfigError(
-            f"unknown config key(s) {[prefix + k for k in unknown]} in {where}; valid keys: "
-            + ", ".join(prefix + n for n in names)
-        )
-    kwargs: dict[str, Any] = {}
-    for name in names:
-        if name not in data:
-            continue
-        tp, value = hints[name], data[name]
-        if dataclasses.is_dataclass(tp):
-            if not isinstance(value, dict):
-                raise ConfigError(f"{prefix}{name} must be a table of {tp.__name__} fields, got {value!r}")
-            kwargs[name] = from_dict(tp, value, f"{prefix}{name}.")
-        else:
-            kwargs[name] = _check_value(prefix + name, tp, value)
-    try:
-        return cls(**kwargs)
-    except ConfigError:
-        raise
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{prefix.rstrip('.') or cls.__name__}: {e}") from e
-
-
-def to_dict(cfg: Any) -> dict[str, Any]:
-    """The config as a nested dict of plain values (tuples become lists; JSON/TOML-ready)."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if dataclasses.is_dataclass(value):
-            out[f.name] = to_dict(value)
-        elif isinstance(value, tuple):
-            out[f.name] = list(value)
-        else:
-            out[f.name] = value
-    return out
+    @property
+    def advantage_options(self) -> dict[str, object]:
+        """``cfg.advantage`` as keywords of ``compute_advantages``."""
+        return {f.name: getattr(self.advantage, f.name) for f in dataclasses.fields(self.advantage)}
 
 
 # ---------------------------------------------------------------------------------------------
-# files, presets, overrides
+# files and presets
 
 
 def preset_names() -> list[str]:
@@ -305,62 +198,19 @@ def preset_path(name: str) -> Path:
     return Path(str(path))
 
 
-def parse_override(item: str) -> tuple[list[str], Any]:
-    """``"a.b=VALUE"`` -> (["a", "b"], value); VALUE is read as TOML, a bare word as a string."""
-    if "=" not in item:
-        raise ConfigError(f"override {item!r} is not of the form key=value")
-    key, raw = item.split("=", 1)
-    key = key.strip()
-    if not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"override {item!r} has an empty key")
-    raw = raw.strip()
-    if raw.lower() in ("none", "null"):
-        return key.split("."), None
-    try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    return key.split("."), value
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Set each dotted ``key=value`` in the nested dict ``data`` (in place; returns it)."""
-    for item in overrides:
-        keys, value = parse_override(item)
-        node = data
-        for k in keys[:-1]:
-            child = node.setdefault(k, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"override {item!r}: {k!r} is not a table")
-            node = child
-        if value is None:
-            node.pop(keys[-1], None)
-            node[keys[-1]] = None
-        else:
-            node[keys[-1]] = value
-    return data
-
-
 def load_config(
     path: str | Path | None = None, overrides: list[str] | None = None, *, preset: str | None = None
 ) -> TrainConfig:
-    """Read a TOML file (or a shipped preset), apply overrides, validate.
+    """Read a TOML file (or a shipped preset), apply overrides, validate everything.
 
     Raises:
-      ConfigError for unknown keys (listing the valid ones), wrong types or values out of range.
+      ConfigError (one line naming the key) for unknown keys, wrong types, values out of range,
+      unregistered names and inconsistent combinations.
     """
     if path is not None and preset is not None:
         raise ConfigError("give a config file or a preset, not both")
-    data: dict[str, Any] = {}
     source = Path(path) if path is not None else preset_path(preset) if preset is not None else None
-    if source is not None:
-        if not source.is_file():
-            raise ConfigError(f"config file {str(source)!r} does not exist")
-        with open(source, "rb") as f:
-            try:
-                data = tomllib.load(f)
-            except tomllib.TOMLDecodeError as e:
-                raise ConfigError(f"{source}: invalid TOML: {e}") from e
+    data = read_toml(source) if source is not None else {}
     apply_overrides(data, list(overrides or []))
     return from_dict(TrainConfig, data)
 
@@ -372,7 +222,6 @@ def save_config(cfg: TrainConfig, path: str | Path) -> None:
 
 __all__ = [
     "ConfigError",
-    "EnvConfig",
     "EvalConfig",
     "PPOConfig",
     "SFTConfig",
@@ -380,7 +229,6 @@ __all__ = [
     "apply_overrides",
     "from_dict",
     "load_config",
-    "parse_override",
     "preset_names",
     "preset_path",
     "save_config",

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
-from gaca.rollout.collect import EnvPoolLike, RolloutConfig, Trajectory, collect_rollouts
+from gaca.envs.episodes import Episode, play_episodes
+from gaca.envs.pool import EnvPool
+from gaca.policy.protocol import SamplingPolicy
+from gaca.rollout.collect import RolloutConfig
 
 
 @dataclass
@@ -41,54 +43,42 @@ class EvalStats:
         return out
 
 
-def summarize_trajectories(trajs: list[Trajectory]) -> EvalStats:
+def summarize_episodes(episodes: list[Episode]) -> EvalStats:
     """Success overall and per family, mean length and invalid-step ratio of finished episodes."""
-    if not trajs:
-        raise ValueError("no trajectories to summarize")
+    if not episodes:
+        raise ValueError("no episodes to summarize")
     fam: dict[str, list[bool]] = defaultdict(list)
-    for t in trajs:
-        fam[t.task_type or "unknown"].append(t.won)
-    steps = sum(t.length for t in trajs)
+    for e in episodes:
+        fam[e.task_type or "unknown"].append(e.won)
+    steps = sum(e.length for e in episodes)
     return EvalStats(
-        success=sum(t.won for t in trajs) / len(trajs),
+        success=sum(e.won for e in episodes) / len(episodes),
         per_family={k: sum(v) / len(v) for k, v in fam.items()},
-        episode_length=steps / len(trajs),
-        invalid_ratio=sum(t.invalid for t in trajs) / max(1, steps),
-        episodes=len(trajs),
+        episode_length=steps / len(episodes),
+        invalid_ratio=sum(e.invalid for e in episodes) / max(1, steps),
+        episodes=len(episodes),
     )
 
 
 def evaluate(
-    policy: Any,
-    pool: EnvPoolLike,
+    policy: SamplingPolicy,
+    pool: EnvPool,
     seeds: list[int],
     rollout_cfg: RolloutConfig,
     *,
-    temperature: float | None = None,
-    top_p: float | None = None,
+    temperature: float,
+    top_p: float,
     generator: torch.Generator | None = None,
 ) -> EvalStats:
-    """Play every seed once (group size 1) in chunks of the pool's size, without gradients."""
-    import time
-
-    cfg = dataclasses.replace(
-        rollout_cfg,
-        temperature=rollout_cfg.temperature if temperature is None else temperature,
-        top_p=rollout_cfg.top_p if top_p is None else top_p,
-    )
+    """Play every seed once with the policy (chunks of the pool's size), without gradients."""
     t0 = time.perf_counter()
-    trajs: list[Trajectory] = []
-    passes = 0
+    agent = rollout_cfg.agent(policy, pool, generator, temperature=temperature, top_p=top_p)
     with torch.no_grad():
-        for start in range(0, len(seeds), pool.num_envs):
-            chunk = list(seeds[start : start + pool.num_envs])
-            batch = collect_rollouts(policy, pool, chunk, cfg, group_size=1, generator=generator)
-            trajs.extend(batch.trajectories)
-            passes += batch.forward_passes
-    stats = summarize_trajectories(trajs)
-    stats.forward_passes = passes
+        played = play_episodes(pool, seeds, agent)
+    stats = summarize_episodes(played.episodes)
+    stats.forward_passes = agent.forward_passes
     stats.seconds = time.perf_counter() - t0
     return stats
 
 
-__all__ = ["EvalStats", "evaluate", "summarize_trajectories"]
+__all__ = ["EvalStats", "evaluate", "summarize_episodes"]

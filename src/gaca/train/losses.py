@@ -6,7 +6,8 @@ r = exp(logπ − logπ_old).
 
 Registries: ``POLICY_LOSSES`` (``ppo_clip``, ``dual_clip``), ``KL_ESTIMATORS`` (``k1``, ``k2``,
 ``k3``), ``AGGREGATIONS`` (``token-mean``, ``seq-mean-token-mean``). Add a variant with the
-matching ``register_*`` decorator; the trainer looks it up by its config name.
+registry's ``register`` decorator (``@POLICY_LOSSES.register("mine")``); the config accepts every
+registered name, checked when the config is built.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from gaca.registry import Registry
 
 LOG_RATIO_CLAMP = 20.0
 
@@ -32,64 +35,21 @@ class PolicyLossOutput:
 
 
 PolicyLoss = Callable[..., PolicyLossOutput]
-POLICY_LOSSES: dict[str, PolicyLoss] = {}
-KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {}
-AGGREGATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
-
-
-def register_policy_loss(name: str) -> Callable[[PolicyLoss], PolicyLoss]:
-    """Decorator: register a policy loss ``fn(logprobs, old_logprobs, advantages, *, clip_ratio, clip_ratio_c)``."""
-
-    def deco(fn: PolicyLoss) -> PolicyLoss:
-        POLICY_LOSSES[name] = fn
-        return fn
-
-    return deco
-
-
-def register_kl(name: str) -> Callable:
-    """Decorator: register a KL estimator ``fn(logprobs, ref_logprobs) -> [B, L]``."""
-
-    def deco(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable:
-        KL_ESTIMATORS[name] = fn
-        return fn
-
-    return deco
-
-
-def register_aggregation(name: str) -> Callable:
-    """Decorator: register an aggregation ``fn(mask [B, L]) -> token weights [B, L]``."""
-
-    def deco(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable:
-        AGGREGATIONS[name] = fn
-        return fn
-
-    return deco
-
-
-def _lookup(registry: dict, name: str, what: str) -> Callable:
-    if name not in registry:
-        raise KeyError(f"unknown {what} {name!r}; registered: {sorted(registry)}")
-    return registry[name]
-
-
-def get_policy_loss(name: str) -> PolicyLoss:
-    return _lookup(POLICY_LOSSES, name, "policy loss")
-
-
-def get_kl_estimator(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    return _lookup(KL_ESTIMATORS, name, "KL estimator")
-
-
-def get_aggregation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    return _lookup(AGGREGATIONS, name, "loss aggregation")
+KLEstimator = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Aggregation = Callable[[torch.Tensor], torch.Tensor]
+POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss")
+"""``fn(logprobs, old_logprobs, advantages, *, clip_ratio, clip_ratio_c) -> PolicyLossOutput``."""
+KL_ESTIMATORS: Registry[KLEstimator] = Registry("KL estimator")
+"""``fn(logprobs, ref_logprobs) -> [B, L]``."""
+AGGREGATIONS: Registry[Aggregation] = Registry("loss aggregation")
+"""``fn(mask [B, L]) -> token weights [B, L]``."""
 
 
 # ---------------------------------------------------------------------------------------------
 # policy losses
 
 
-@register_policy_loss("ppo_clip")
+@POLICY_LOSSES.register("ppo_clip")
 def ppo_clip_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -117,7 +77,7 @@ def ppo_clip_loss(
     return PolicyLossOutput(loss=loss, clipped=(clipped > unclipped), ratio=ratio.detach())
 
 
-@register_policy_loss("dual_clip")
+@POLICY_LOSSES.register("dual_clip")
 def dual_clip_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -143,19 +103,19 @@ def dual_clip_loss(
 # KL estimators of KL(π || π_ref), per token, from samples of π
 
 
-@register_kl("k1")
+@KL_ESTIMATORS.register("k1")
 def kl_k1(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """k1 = logπ − logπ_ref (unbiased, high variance, can be negative)."""
     return logprobs - ref_logprobs
 
 
-@register_kl("k2")
+@KL_ESTIMATORS.register("k2")
 def kl_k2(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """k2 = ½ (logπ − logπ_ref)²."""
     return 0.5 * (logprobs - ref_logprobs) ** 2
 
 
-@register_kl("k3")
+@KL_ESTIMATORS.register("k3")
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """k3 = exp(d) − d − 1 with d = logπ_ref − logπ: unbiased, >= 0, low variance.
 
@@ -170,14 +130,14 @@ def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
 # that micro-batches (slices of the rows) sum to exactly the minibatch loss.
 
 
-@register_aggregation("token-mean")
+@AGGREGATIONS.register("token-mean")
 def token_mean_weights(mask: torch.Tensor) -> torch.Tensor:
     """w = mask / Σ mask: the mean over all response tokens of the minibatch."""
     m = mask.to(torch.float32)
     return m / m.sum().clamp_min(1.0)
 
 
-@register_aggregation("seq-mean-token-mean")
+@AGGREGATIONS.register("seq-mean-token-mean")
 def seq_mean_token_mean_weights(mask: torch.Tensor) -> torch.Tensor:
     """w_{b,l} = mask_{b,l} / (|mask_b| · B'): each row's token mean, averaged over the B' non-empty rows."""
     m = mask.to(torch.float32)
@@ -195,19 +155,16 @@ __all__ = [
     "AGGREGATIONS",
     "KL_ESTIMATORS",
     "POLICY_LOSSES",
+    "Aggregation",
+    "KLEstimator",
+    "PolicyLoss",
     "PolicyLossOutput",
     "aggregate",
     "dual_clip_loss",
-    "get_aggregation",
-    "get_kl_estimator",
-    "get_policy_loss",
     "kl_k1",
     "kl_k2",
     "kl_k3",
     "ppo_clip_loss",
-    "register_aggregation",
-    "register_kl",
-    "register_policy_loss",
     "seq_mean_token_mean_weights",
     "token_mean_weights",
 ]

@@ -1,13 +1,14 @@
-"""Per-iteration metrics from the rollout and the advantage diagnostics (namespaced keys, docs/metrics.md)."""
+"""One iteration's metrics, assembled in one place (namespaced keys, one line each in docs/metrics.md)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
+from gaca.advantage import AdvantageOutput
 from gaca.rollout.collect import RolloutBatch
-from gaca.train.evaluate import summarize_trajectories
+from gaca.train.evaluate import EvalStats, summarize_episodes
+from gaca.train.timing import Stopwatch
+from gaca.train.update import UpdateStats
 
 
 def _stats(prefix: str, x: torch.Tensor) -> dict[str, float]:
@@ -22,14 +23,15 @@ def _stats(prefix: str, x: torch.Tensor) -> dict[str, float]:
 
 def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
     """env/… (training episodes) and perf/… (sampling) metrics of one rollout."""
-    s = summarize_trajectories(batch.trajectories)
-    out = {
+    s = summarize_episodes(batch.episodes)
+    n = len(batch.episodes)
+    return {
         "env/success": s.success,
         "env/episode_length": s.episode_length,
         "env/invalid_ratio": s.invalid_ratio,
-        "env/return": sum(t.env_return for t in batch.trajectories) / len(batch.trajectories),
-        "env/truncated": sum(t.truncated for t in batch.trajectories) / len(batch.trajectories),
-        "env/episodes": float(len(batch.trajectories)),
+        "env/return": sum(e.env_return for e in batch.episodes) / n,
+        "env/truncated": sum(e.truncated for e in batch.episodes) / n,
+        "env/episodes": float(n),
         "env/step_rows": float(batch.num_rows),
         "env/response_length": float(batch.response_mask.sum(1).double().mean()),
         "perf/generated_tokens": float(batch.generated_tokens),
@@ -38,7 +40,6 @@ def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
         "time/generate_s": batch.generate_s,
         "time/env_s": batch.env_s,
     }
-    return out
 
 
 def step_nll(batch: RolloutBatch) -> torch.Tensor:
@@ -47,7 +48,7 @@ def step_nll(batch: RolloutBatch) -> torch.Tensor:
     return -(torch.where(m, batch.logprobs, 0.0).sum(1) / m.sum(1).clamp_min(1))
 
 
-def advantage_metrics(adv: Any, batch: RolloutBatch) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+def advantage_metrics(adv: AdvantageOutput, batch: RolloutBatch) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
     """adv/… scalars and the histograms (weight, criticality, advantage, NLL) of one AdvantageOutput."""
     out: dict[str, float] = {}
     out.update(_stats("adv/advantage", adv.advantage))
@@ -68,4 +69,26 @@ def advantage_metrics(adv: Any, batch: RolloutBatch) -> tuple[dict[str, float], 
     return out, hists
 
 
-__all__ = ["advantage_metrics", "rollout_metrics", "step_nll"]
+def iteration_metrics(batch: RolloutBatch, adv: AdvantageOutput, update: UpdateStats, clock: Stopwatch,
+                      evaluation: EvalStats | None = None) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+    """Every scalar metric of one iteration and its histograms (see docs/metrics.md)."""
+    adv_scalars, hists = advantage_metrics(adv, batch)
+    t = clock.seconds
+    core = t["rollout"] + t["advantage"] + t["update"]
+    metrics = {
+        **rollout_metrics(batch), **adv_scalars, **update.metrics,
+        "perf/forward_passes": float(batch.forward_passes + update.forward_passes),
+        "perf/forward_passes_update": float(update.forward_passes),
+        "time/rollout_s": t["rollout"],
+        "time/advantage_s": t["advantage"],
+        "time/update_s": t["update"],
+        "perf/advantage_share": t["advantage"] / max(core, 1e-9),
+    }
+    if evaluation is not None:
+        metrics.update(evaluation.metrics())
+        metrics["time/eval_s"] = evaluation.seconds
+    metrics["time/iteration_s"] = clock.elapsed()
+    return metrics, hists
+
+
+__all__ = ["advantage_metrics", "iteration_metrics", "rollout_metrics", "step_nll"]

@@ -6,9 +6,10 @@ minibatch is one optimizer step. Its loss
     J = Σ_{b,l} w_{b,l} · ( ℓ^PG_{b,l} + β_KL · KL_{b,l} − β_H · H_{b,l} )
 
 uses the aggregation weights w of the whole minibatch (``gaca.train.losses.AGGREGATIONS``), so the
-micro-batches' gradients add up to exactly the minibatch gradient. logπ_old is the rollout's
-sampling log-prob (the update starts on-policy); the KL is to the reference policy. Metrics are
-means over all minibatches, never the last one.
+micro-batches' losses (``minibatch_loss``, one backward each) add up to exactly the minibatch loss
+and their gradients to its gradient. logπ_old is the rollout's sampling log-prob (the update starts
+on-policy); the KL is to the reference policy. Metrics are means over all minibatches, never the
+last one.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
+from gaca.policy.protocol import Policy
 from gaca.rollout.collect import RolloutBatch
 from gaca.train.config import PPOConfig
-from gaca.train.losses import aggregate, get_aggregation, get_kl_estimator, get_policy_loss, token_mean_weights
+from gaca.train.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, aggregate, token_mean_weights
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,111 @@ class NonFiniteGuard:
 
 
 @dataclass
+class MicroBatch:
+    """A slice of a minibatch's rows, with the minibatch's token weights for those rows."""
+
+    prompt_ids: list[torch.Tensor]
+    response_ids: torch.Tensor
+    """int64 [B, W], W = the longest response of the slice."""
+    mask: torch.Tensor
+    """bool [B, W]."""
+    old_logprobs: torch.Tensor
+    """float [B, W], the sampling log-probs."""
+    advantages: torch.Tensor
+    """float [B], one per row."""
+    weights: torch.Tensor
+    """float [B, W], the loss aggregation's weights (a slice of the whole minibatch's)."""
+    diag_weights: torch.Tensor
+    """float [B, W], token-mean weights of the minibatch (for the diagnostics, whatever the aggregation)."""
+
+
+@dataclass
+class LossTerms:
+    """One micro-batch's share of the minibatch loss and of each diagnostic (already weighted)."""
+
+    loss: torch.Tensor
+    """Scalar, differentiable: Σ w·(ℓ^PG + β_KL·KL − β_H·H) over the micro-batch's tokens."""
+    diagnostics: dict[str, float]
+    """``loss/…`` and ``policy/…`` shares; ``policy/ratio_max`` is a max, everything else adds up."""
+    forward_passes: int
+
+
+def minibatch_loss(policy: Policy, mb: MicroBatch, cfg: PPOConfig, *, temperature: float) -> LossTerms:
+    """The PPO loss of one micro-batch, weighted so that a minibatch's micro-batches sum to its loss.
+
+    ℓ^PG is ``POLICY_LOSSES[cfg.policy_loss]`` (clipped surrogate), KL is ``KL_ESTIMATORS[cfg.kl_estimator]``
+    to the reference policy (scored only when ``cfg.kl_coef > 0``), H the per-token entropy (only when
+    ``cfg.entropy_coef > 0``). Scores use the sampling ``temperature``, so that r = 1 on-policy.
+    """
+    scored = policy.score(mb.prompt_ids, mb.response_ids, mb.mask, temperature=temperature,
+                          with_entropy=cfg.entropy_coef > 0)
+    passes = 1
+    logp = scored.logprobs
+    adv = mb.advantages.unsqueeze(1).expand_as(logp)
+    pg = POLICY_LOSSES[cfg.policy_loss](logp, mb.old_logprobs, adv, clip_ratio=cfg.clip_ratio,
+                                        clip_ratio_c=cfg.clip_ratio_c)
+    total = pg.loss
+    diag: dict[str, float] = {}
+    if cfg.kl_coef > 0:
+        with torch.no_grad():
+            ref = policy.score(mb.prompt_ids, mb.response_ids, mb.mask, temperature=temperature,
+                               reference=True).logprobs
+        passes += 1
+        kl = KL_ESTIMATORS[cfg.kl_estimator](logp, ref.detach())
+        total = total + cfg.kl_coef * kl
+        diag["loss/kl"] = float(aggregate(kl.detach(), mb.weights))
+    if cfg.entropy_coef > 0 and scored.entropy is not None:
+        total = total - cfg.entropy_coef * scored.entropy
+        diag["loss/entropy"] = float(aggregate(scored.entropy.detach(), mb.weights))
+    loss = aggregate(total, mb.weights)
+    with torch.no_grad():
+        dw = mb.diag_weights
+        diag.update({
+            "loss/total": float(loss.detach()),
+            "loss/policy": float(aggregate(pg.loss, mb.weights).detach()),
+            "policy/clip_frac": float(aggregate(pg.clipped.float(), dw)),
+            "policy/approx_kl": float(aggregate(0.5 * (logp.detach() - mb.old_logprobs) ** 2, dw)),
+            "policy/ratio_mean": float(aggregate(pg.ratio, dw)),
+            "policy/ratio_max": float(torch.where(mb.mask, pg.ratio, 0.0).max()),
+            "policy/nll": float(aggregate(-logp.detach(), dw)),
+        })
+    return LossTerms(loss, diag, passes)
+
+
+def minibatches(num_rows: int, num_minibatches: int, generator: torch.Generator | None) -> Iterator[torch.Tensor]:
+    """One epoch's minibatches: a shuffle of the rows split into ``num_minibatches`` parts (at most one per row)."""
+    yield from torch.tensor_split(torch.randperm(num_rows, generator=generator), min(num_minibatches, num_rows))
+
+
+def micro_batches(batch: RolloutBatch, rows: torch.Tensor, advantages: torch.Tensor,
+                  cfg: PPOConfig) -> Iterator[MicroBatch]:
+    """The minibatch ``rows`` in slices of ``cfg.micro_batch_size``, trimmed to their longest response.
+
+    Rows of similar prompt length share micro-batches (less left padding to compute; the loss is a
+    sum over rows, so their order does not change it).
+    """
+    prompt_len = torch.tensor([len(batch.prompt_ids[int(i)]) for i in rows], dtype=torch.int64)
+    order = torch.argsort(prompt_len, stable=True)
+    rows = rows[order]
+    mask_all = batch.response_mask[rows]
+    weights = AGGREGATIONS[cfg.loss_agg](mask_all)
+    diag_weights = token_mean_weights(mask_all)
+    for start in range(0, len(rows), cfg.micro_batch_size):
+        local = slice(start, start + cfg.micro_batch_size)
+        idx = rows[local]
+        width = max(1, int(batch.response_mask[idx].sum(1).max()))
+        yield MicroBatch(
+            prompt_ids=[batch.prompt_ids[int(i)] for i in idx],
+            response_ids=batch.response_ids[idx, :width],
+            mask=batch.response_mask[idx, :width],
+            old_logprobs=batch.logprobs[idx, :width],
+            advantages=advantages[idx],
+            weights=weights[local, :width],
+            diag_weights=diag_weights[local, :width],
+        )
+
+
+@dataclass
 class UpdateStats:
     """Means over all minibatches of one ``ppo_update`` call."""
 
@@ -68,7 +174,7 @@ class UpdateStats:
     seconds: float = 0.0
 
 
-def make_optimizer(policy: Any, cfg: PPOConfig) -> torch.optim.Optimizer:
+def make_optimizer(policy: Policy, cfg: PPOConfig) -> torch.optim.Optimizer:
     """AdamW over the policy's trainable parameters."""
     params = list(policy.trainable_parameters())
     if not params:
@@ -96,26 +202,29 @@ def set_warmup_lr(optimizer: torch.optim.Optimizer, cfg: PPOConfig) -> float:
     return lr
 
 
+def _accumulate(into: dict[str, float], terms: dict[str, float]) -> None:
+    for k, v in terms.items():
+        into[k] = max(into.get(k, 0.0), v) if k == "policy/ratio_max" else into.get(k, 0.0) + v
+
+
 def ppo_update(
-    policy: Any,
+    policy: Policy,
     optimizer: torch.optim.Optimizer,
     batch: RolloutBatch,
     advantages: torch.Tensor,
     cfg: PPOConfig,
     *,
-    temperature: float = 1.0,
     generator: torch.Generator | None = None,
     guard: NonFiniteGuard | None = None,
 ) -> UpdateStats:
     """Run ``cfg.epochs`` x ``cfg.num_minibatches`` PPO steps on the batch.
 
     Args:
-      policy: a ``gaca.policy.Policy`` (``score``, ``trainable_parameters``).
+      policy: scores responses, exposes its parameters (``Policy``).
       optimizer: from ``make_optimizer``.
-      batch: the rollout (prompt_ids, response_ids [N, L], response_mask [N, L], logprobs [N, L]).
+      batch: the rollout (its tokens, sampling log-probs and temperature).
       advantages: [N] float, one scalar per step row, broadcast to its tokens.
       cfg: loss and batching options.
-      temperature: the sampling temperature (scores use it so that r = 1 before the first step).
       generator: RNG of the minibatch shuffle.
       guard: counts consecutive non-finite updates (raises ``NonFiniteLossError`` at its limit).
     """
@@ -123,83 +232,30 @@ def ppo_update(
     if advantages.shape != (n,):
         raise ValueError(f"advantages must have shape [N] = ({n},), got {tuple(advantages.shape)}")
     guard = guard if guard is not None else NonFiniteGuard()
-    pg_loss_fn = get_policy_loss(cfg.policy_loss)
-    kl_fn = get_kl_estimator(cfg.kl_estimator)
-    agg_fn = get_aggregation(cfg.loss_agg)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     adv = advantages.detach().to(torch.float32)
-    prompt_len = torch.tensor([len(p) for p in batch.prompt_ids], dtype=torch.int64)
-    num_mb = min(cfg.num_minibatches, n)
-    sums: dict[str, float] = defaultdict(float)
+    sums: dict[str, float] = {}
     stats = UpdateStats()
     t_start = time.perf_counter()
     steps_done = 0
     for epoch in range(cfg.epochs):
-        perm = torch.randperm(n, generator=generator)
-        for mb, mb_idx in enumerate(torch.tensor_split(perm, num_mb)):
-            # Rows of similar prompt length share micro-batches: less left padding to compute (the
-            # minibatch's loss is a sum over rows, so their order does not change it).
-            mb_idx = mb_idx[torch.argsort(prompt_len[mb_idx], stable=True)]
-            mb_mask = batch.response_mask[mb_idx]
-            weights = agg_fn(mb_mask)
-            diag_weights = token_mean_weights(mb_mask)
+        for mb, rows in enumerate(minibatches(n, cfg.num_minibatches, generator)):
             optimizer.zero_grad(set_to_none=True)
-            finite = True
-            mb_sums: dict[str, float] = defaultdict(float)
-            for start in range(0, len(mb_idx), cfg.micro_batch_size):
-                local = slice(start, start + cfg.micro_batch_size)
-                idx = mb_idx[local]
-                width = max(1, int(batch.response_mask[idx].sum(1).max()))
-                mask = batch.response_mask[idx, :width]
-                resp = batch.response_ids[idx, :width]
-                old = batch.logprobs[idx, :width]
-                w = weights[local, :width]
-                dw = diag_weights[local, :width]
-                prompts = [batch.prompt_ids[int(i)] for i in idx]
-                scored = policy.score(
-                    prompts, resp, mask, temperature=temperature, with_entropy=cfg.entropy_coef > 0
-                )
-                stats.forward_passes += 1
-                if epoch == 0:
-                    stats.tokens += int(mask.sum())
-                logp = scored.logprobs
-                a = adv[idx].unsqueeze(1).expand_as(logp)
-                pg = pg_loss_fn(logp, old, a, clip_ratio=cfg.clip_ratio, clip_ratio_c=cfg.clip_ratio_c)
-                total = pg.loss
-                pg_term = aggregate(pg.loss, w)
-                if cfg.kl_coef > 0:
-                    with torch.no_grad():
-                        ref = policy.score(prompts, resp, mask, temperature=temperature, reference=True).logprobs
-                    stats.forward_passes += 1
-                    kl = kl_fn(logp, ref.detach())
-                    total = total + cfg.kl_coef * kl
-                    mb_sums["loss/kl"] += float(aggregate(kl.detach(), w))
-                if cfg.entropy_coef > 0 and scored.entropy is not None:
-                    total = total - cfg.entropy_coef * scored.entropy
-                    mb_sums["loss/entropy"] += float(aggregate(scored.entropy.detach(), w))
-                loss = aggregate(total, w)
-                if not torch.isfinite(loss):
-                    finite = False
+            mb_sums: dict[str, float] | None = {}
+            for micro in micro_batches(batch, rows, adv, cfg):
+                terms = minibatch_loss(policy, micro, cfg, temperature=batch.temperature)
+                stats.forward_passes += terms.forward_passes
+                stats.tokens += int(micro.mask.sum()) if epoch == 0 else 0
+                if not torch.isfinite(terms.loss):
+                    mb_sums = None
                     break
-                loss.backward()
-                mb_sums["loss/total"] += float(loss.detach())
-                mb_sums["loss/policy"] += float(pg_term.detach())
-                with torch.no_grad():
-                    log_ratio = logp.detach() - old
-                    mb_sums["policy/clip_frac"] += float(aggregate(pg.clipped.float(), dw))
-                    mb_sums["policy/approx_kl"] += float(aggregate(0.5 * log_ratio**2, dw))
-                    mb_sums["policy/ratio_mean"] += float(aggregate(pg.ratio, dw))
-                    mb_sums["policy/ratio_max"] = max(
-                        mb_sums["policy/ratio_max"], float(torch.where(mask, pg.ratio, 0.0).max())
-                    )
-                    mb_sums["policy/nll"] += float(aggregate(-logp.detach(), dw))
+                terms.loss.backward()
+                _accumulate(mb_sums, terms.diagnostics)
             grad_norm = float("nan")
-            if finite:
-                if cfg.max_grad_norm > 0:
-                    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-                else:
-                    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, float("inf")))
-                finite = math.isfinite(grad_norm)
+            if mb_sums is not None:
+                max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+            finite = mb_sums is not None and math.isfinite(grad_norm)
             guard.record(finite, where=f"(epoch {epoch}, minibatch {mb})")
             if not finite:
                 optimizer.zero_grad(set_to_none=True)
@@ -209,24 +265,29 @@ def ppo_update(
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             steps_done += 1
-            for k, v in mb_sums.items():
-                sums[k] += v
-            sums["policy/grad_norm"] += grad_norm
+            for k, v in {**mb_sums, "policy/grad_norm": grad_norm}.items():  # type: ignore[dict-item]
+                sums[k] = sums.get(k, 0.0) + v
     stats.seconds = time.perf_counter() - t_start
-    denom = max(1, steps_done)
-    stats.metrics = {k: v / denom for k, v in sums.items()}
-    stats.metrics["policy/updates"] = float(steps_done)
-    stats.metrics["policy/lr"] = float(optimizer.param_groups[0]["lr"])
-    stats.metrics["policy/skipped_updates"] = float(stats.skipped)
-    stats.metrics["perf/update_tokens_per_s"] = stats.tokens * cfg.epochs / max(stats.seconds, 1e-9)
+    stats.metrics = {k: v / max(1, steps_done) for k, v in sums.items()}
+    stats.metrics.update({
+        "policy/updates": float(steps_done),
+        "policy/lr": float(optimizer.param_groups[0]["lr"]),
+        "policy/skipped_updates": float(stats.skipped),
+        "perf/update_tokens_per_s": stats.tokens * cfg.epochs / max(stats.seconds, 1e-9),
+    })
     return stats
 
 
 __all__ = [
+    "LossTerms",
+    "MicroBatch",
     "NonFiniteGuard",
     "NonFiniteLossError",
     "UpdateStats",
     "make_optimizer",
+    "micro_batches",
+    "minibatch_loss",
+    "minibatches",
     "optimizer_steps_taken",
     "ppo_update",
     "set_warmup_lr",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from gaca.envs import EnvConfig
 
 
 class CorridorEnv:
@@ -35,5 +38,16 @@ class CorridorEnv:
         pass
 
 
-def make(**kwargs: Any) -> CorridorEnv:
-    return CorridorEnv(**kwargs)
+@dataclass(frozen=True)
+class CorridorConfig(EnvConfig):
+    """The corridor's settings."""
+
+    name: str = "corridor"
+    max_steps: int = 6
+    intro: str = "You walk down a corridor."
+    length: int = 3
+    """Rooms to walk east."""
+
+
+def make(config: CorridorConfig, *, split: str, num_games: int, expert: bool = False) -> CorridorEnv:
+    return CorridorEnv(config.max_steps, config.length)

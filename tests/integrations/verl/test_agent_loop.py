@@ -21,6 +21,7 @@ from verl.workers.rollout.replica import TokenOutput
 import gaca.envs
 import gaca.integrations.verl
 from gaca.integrations.verl.agent_loop import TextEnvAgentLoop, observation_message
+from tests.integrations.verl.fake_env import CorridorConfig
 
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
@@ -59,7 +60,8 @@ class ScriptedServer:
 
 
 def _run_episode(tokenizer, actions, monkeypatch, response_length=4096):
-    monkeypatch.setitem(gaca.envs.ENVIRONMENTS, "corridor", "tests.integrations.verl.fake_env")
+    if "corridor" not in gaca.envs.ENVIRONMENTS:
+        gaca.envs.register_env("corridor", CorridorConfig, "tests.integrations.verl.fake_env:make")
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 1024,
                                                                  "response_length": response_length}}})
     server = ScriptedServer(tokenizer, actions)
@@ -90,6 +92,8 @@ def test_episode_becomes_one_row_with_a_span_per_turn(tokenizer, monkeypatch):
     assert out.reward_score == 10.0
     assert out.extra_fields["turn_rewards"] == [0.0, 0.0, 0.0, 10.0]
     assert out.extra_fields["won"] is True and out.extra_fields["well_formed_turns"] == 4
+    # the first prompt opens with the environment's own introduction
+    assert tokenizer.decode(out.prompt_ids).count("You walk down a corridor.") == 1
     spans = _spans(out.response_mask)
     assert len(spans) == 4
     # Each span is exactly the tokens the server generated, with its log-probs.

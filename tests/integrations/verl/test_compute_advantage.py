@@ -17,7 +17,7 @@ from verl.workers.config import ActorConfig  # noqa: E402
 
 import gaca.integrations.verl as gv  # noqa: E402
 from gaca.advantage import compute_advantages  # noqa: E402
-from gaca.advantage.synthetic import synthetic_batch  # noqa: E402
+from gaca.testing.synthetic import synthetic_batch  # noqa: E402
 from tests.integrations.verl.batches import expected_tokens, step_rows_batch, trajectory_rows_batch  # noqa: E402
 
 ATOL = 1e-5

@@ -27,7 +27,7 @@ routed = ray_trainer.compute_advantage.__module__
 value = None
 if names:
     from omegaconf import OmegaConf
-    from gaca.advantage.synthetic import synthetic_batch
+    from gaca.testing.synthetic import synthetic_batch
     from tests.integrations.verl.batches import step_rows_batch
     data, _ = step_rows_batch(synthetic_batch(60, group_size=3, min_steps=2, max_steps=8, tokens=4, seed=0))
     cfg = OmegaConf.create({"gaca": {"kappa": 0.5}})
@@ -69,7 +69,7 @@ def test_fresh_process_with_external_modules_sees_estimators(probes):
     from verl.trainer.ppo import ray_trainer
 
     import gaca.integrations.verl  # noqa: F401
-    from gaca.advantage.synthetic import synthetic_batch
+    from gaca.testing.synthetic import synthetic_batch
     from tests.integrations.verl.batches import step_rows_batch
 
     data, _ = step_rows_batch(synthetic_batch(60, group_size=3, min_steps=2, max_steps=8, tokens=4, seed=0))

@@ -1,133 +1,88 @@
-"""ALFWorld offline: generated household games on alfworld's real TextWorld engine.
+"""ALFWorld offline: generated household games on the native engine or on alfworld's TextWorld engine.
 
-``make(**kwargs)`` builds the environment the registry (``gaca.envs.make_env("alfworld", ...)``)
-hands out. Generated games need no download (see ``generator``); ``source="official"`` plays the
-official game files under ``$ALFWORLD_DATA`` through the same class.
+    from gaca.envs import make_env
+    env = make_env("alfworld", split="train", num_games=60, max_steps=10)   # fields of AlfworldConfig
 
-Requires ``alfworld==0.4.2`` and ``textworld[pddl]==1.7.0``.
+``make(config, split=..., num_games=..., expert=...)`` is the registered factory. Generated games
+need no download (``generator``); ``source="official"`` plays the official game files under
+``$ALFWORLD_DATA`` on the TextWorld engine. This package's ``__init__`` and ``config`` import
+neither ``alfworld`` nor ``textworld`` (configs load anywhere); the names below that need them load
+on first use. Requires ``alfworld==0.4.2`` and ``textworld[pddl]==1.7.0`` to play.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+import importlib
+from typing import Any
 
-from gaca.envs.alfworld.env import (
-    NOTHING_HAPPENS,
+from gaca.envs.alfworld.config import (
     OFFICIAL_SPLITS,
-    AlfworldEnv,
-    GeneratedGames,
-    OfficialGames,
-)
-from gaca.envs.alfworld.generator import (
     SPLIT_DIRS,
     TASK_TYPES,
-    GameRecord,
+    AlfworldConfig,
     GenConfig,
-    combo_split,
-    default_cache_dir,
-    games_root,
-    generate_game,
-    generate_games,
+    Split,
 )
 from gaca.envs.base import TextEnv
 
+#: Names this package re-exports from its modules, imported on first access.
+_LAZY = {
+    "AlfworldEnv": "env", "NOTHING_HAPPENS": "native.engine",
+    "Engine": "engines", "NativeEngine": "engines", "TextWorldEngine": "engines",
+    "GameRecord": "games", "GameSource": "games", "GeneratedGames": "games", "OfficialGames": "games",
+    "combo_split": "generator", "default_cache_dir": "generator", "games_root": "generator",
+    "generate_game": "generator", "generate_games": "generator",
+}
 
-def make(
-    split: str = "train",
-    num_games: int | None = 60,
-    seed: int = 0,
-    cache_dir: str | None = None,
-    max_steps: int = 50,
-    expert: bool = False,
-    *,
-    source: Literal["generated", "official"] = "generated",
-    data_dir: str | None = None,
-    task_types: Sequence[str] | None = None,
-    success_reward: float = 10.0,
-    hide_actions: Sequence[str] = ("help",),
-    fast_engine: bool = True,
-    pregenerate: bool = False,
-    max_receptacles: int | None = None,
-    num_distractors: int = 12,
-    closed_prob: float | None = None,
-    max_target_instances: int = 3,
-    max_plan_length: int = 30,
-    eval_fraction: float = 0.2,
-    engine: Literal["real", "fast"] = "fast",
-) -> TextEnv:
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def game_source(config: AlfworldConfig, split: str, num_games: int | None) -> Any:
+    """The games ``split`` of ``config`` plays (generated on demand, or the official files)."""
+    from gaca.envs.alfworld.games import GeneratedGames, OfficialGames
+
+    if config.source == "official":
+        return OfficialGames(split, data_dir=config.data_dir, task_types=config.task_types, num_games=num_games)
+    if split not in SPLIT_DIRS:
+        raise ValueError(f"generated games have splits {sorted(SPLIT_DIRS)}, got {split!r}")
+    return GeneratedGames(split, 60 if num_games is None else num_games, config.game_seed,  # type: ignore[arg-type]
+                          config.generator, config.cache_dir, config.task_types)
+
+
+def make(config: AlfworldConfig, *, split: str, num_games: int | None, expert: bool = False) -> TextEnv:
     """An ALFWorld ``TextEnv``; ``reset(seed=s)`` plays game ``s % num_games`` of ``split``.
 
-    Args:
-      split: ``"train"``, ``"eval"`` (generated: held-out (scene, object, receptacle) combinations;
-        official: ``valid_unseen``) or ``"valid_seen"`` (generated: other games of the train
-        combinations; official: ``valid_seen``); official also accepts ``"valid_unseen"``.
-      num_games: games in the cycle (official: None = all).
-      seed: generation seed of the game set (generated only).
-      cache_dir: where generated games are kept (default ``$GACA_CACHE/alfworld`` or
-        ``~/.cache/gaca/alfworld``).
-      max_steps: step limit (ALFWorld / verl-agent: 50).
-      expert: expose ``info["expert_plan"]`` (alfworld's planner expert, re-planned every step).
-      source: ``"generated"`` or ``"official"`` (``data_dir`` or ``$ALFWORLD_DATA``).
-      task_types: restrict to these families (default all six, ``TASK_TYPES``).
-      success_reward, hide_actions, fast_engine: see ``AlfworldEnv``.
-      pregenerate: generate all games now instead of on first use.
-      max_receptacles, num_distractors, closed_prob, max_target_instances, max_plan_length,
-        eval_fraction: difficulty knobs, see ``GenConfig``.
-      engine: ``"fast"`` (default: ``gaca.envs.alfworld_fast``, the native engine verified step for
-        step against the real one, ~1000x faster) or ``"real"`` (alfworld's TextWorld PDDL engine).
-        Official data always plays on the real engine.
+    ``expert``: expose ``info["expert_plan"]``, the engine's remaining expert plan.
     """
-    if engine not in ("real", "fast"):
-        raise ValueError(f"engine must be 'real' or 'fast', got {engine!r}")
-    games: GeneratedGames | OfficialGames
-    if source == "official":
-        games = OfficialGames(split, data_dir=data_dir, task_types=task_types, num_games=num_games)
-    elif source == "generated":
-        if split not in SPLIT_DIRS:
-            raise ValueError(f"generated games have splits {sorted(SPLIT_DIRS)}, got {split!r}")
-        cfg = GenConfig(
-            max_receptacles=max_receptacles,
-            num_distractors=num_distractors,
-            closed_prob=closed_prob,
-            max_target_instances=max_target_instances,
-            max_plan_length=max_plan_length,
-            eval_fraction=eval_fraction,
-        )
-        games = GeneratedGames(split, 60 if num_games is None else num_games, seed, cfg, cache_dir, task_types)  # type: ignore[arg-type]
-        if pregenerate:
-            games.pregenerate()
-    else:
-        raise ValueError(f"source must be 'generated' or 'official', got {source!r}")
-    if engine == "fast" and source == "generated":
-        from gaca.envs.alfworld_fast import FastAlfworldEnv
+    from gaca.envs.alfworld.engines import NativeEngine, TextWorldEngine
+    from gaca.envs.alfworld.env import AlfworldEnv
 
-        return FastAlfworldEnv(games, max_steps=max_steps, expert=expert, success_reward=success_reward,
-                               hide_actions=hide_actions)
-    return AlfworldEnv(
-        games,
-        max_steps=max_steps,
-        expert=expert,
-        success_reward=success_reward,
-        hide_actions=hide_actions,
-        fast_engine=fast_engine,
-    )
+    engine = NativeEngine() if config.engine == "native" else TextWorldEngine(expert=expert)
+    return AlfworldEnv(game_source(config, split, num_games), engine, max_steps=config.max_steps, expert=expert,
+                       success_reward=config.success_reward, hide_actions=config.hide_actions)
+
+
+def prepare(config: AlfworldConfig, *, split: str, num_games: int) -> None:
+    """Generate the split's missing games here, once, with the planner's timeout guard (a pool's
+    daemonic workers would each plan in-process, unguarded and in parallel)."""
+    source = game_source(config, split, num_games)
+    if hasattr(source, "pregenerate"):
+        source.pregenerate()
 
 
 __all__ = [
-    "NOTHING_HAPPENS",
     "OFFICIAL_SPLITS",
     "SPLIT_DIRS",
     "TASK_TYPES",
-    "AlfworldEnv",
-    "GameRecord",
+    "AlfworldConfig",
     "GenConfig",
-    "GeneratedGames",
-    "OfficialGames",
-    "combo_split",
-    "default_cache_dir",
-    "games_root",
-    "generate_game",
-    "generate_games",
+    "Split",
+    "game_source",
     "make",
+    "prepare",
+    *sorted(_LAZY),
 ]

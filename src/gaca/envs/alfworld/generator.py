@@ -36,13 +36,15 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import alfworld.gen.constants as alfred
 from alfworld.gen import goal_library
 from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
 
+from gaca.envs.alfworld.config import GENERATOR_VERSION, SPLIT_DIRS, TASK_TYPES, GenConfig, Split
+from gaca.envs.alfworld.games import GameRecord
 from gaca.envs.alfworld.scenes import (
     LAMP_HOLDERS,
     STATIC_RECEPTACLES,
@@ -55,24 +57,8 @@ from gaca.envs.alfworld.scenes import (
 
 logger = logging.getLogger(__name__)
 
-#: The six ALFWorld task families, in ALFWorld's own order (``alfred_tw_env.TASK_TYPES``).
-TASK_TYPES: tuple[str, ...] = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
-#: Bumped whenever generated games would change: part of the cache key.
-GENERATOR_VERSION = 1
 #: Directory name of the official data release the layout mirrors.
 DATA_VERSION_DIR = "json_2.1.1"
-#: gaca split -> directory of the official layout ("eval": unseen (scene, object, receptacle)
-#: combinations; "valid_seen": other games of the train split's combinations).
-SPLIT_DIRS: dict[str, str] = {"train": "train", "eval": "valid_unseen", "valid_seen": "valid_seen"}
-
-Split = Literal["train", "eval", "valid_seen"]
 
 # The appliance each state-changing family needs, and the property its object must have.
 _APPLIANCE = {
@@ -85,68 +71,6 @@ _PROPERTY = {
     "pick_heat_then_place_in_recep": "Heatable",
     "pick_cool_then_place_in_recep": "Coolable",
 }
-
-
-@dataclass(frozen=True)
-class GenConfig:
-    """Difficulty knobs of the game generator (all part of the cache key)."""
-
-    max_receptacles: int | None = None
-    """Keep at most this many receptacles of the floor plan (the task's own always kept); None: all."""
-    num_distractors: int = 12
-    """Objects of other classes scattered over the receptacles."""
-    closed_prob: float | None = None
-    """Probability that each target instance starts inside a closed (openable) receptacle;
-    None: uniform over the compatible receptacles, as in ALFRED."""
-    max_target_instances: int = 3
-    """Instances of the target class: uniform in [1, this] ([2, this + 1] for pick_two)."""
-    max_plan_length: int = 30
-    """Reject a game whose expert plan is longer (ALFWorld's step limit is 50)."""
-    eval_fraction: float = 0.2
-    """Share of (scene, object, receptacle) combinations that belong to the eval split."""
-
-    def __post_init__(self) -> None:
-        if self.max_receptacles is not None and self.max_receptacles < 3:
-            raise ValueError(f"max_receptacles must be >= 3 or None, got {self.max_receptacles}")
-        if self.num_distractors < 0:
-            raise ValueError(f"num_distractors must be >= 0, got {self.num_distractors}")
-        if self.closed_prob is not None and not 0.0 <= self.closed_prob <= 1.0:
-            raise ValueError(f"closed_prob must be in [0, 1] or None, got {self.closed_prob}")
-        if self.max_target_instances < 1:
-            raise ValueError(f"max_target_instances must be >= 1, got {self.max_target_instances}")
-        if self.max_plan_length < 1:
-            raise ValueError(f"max_plan_length must be >= 1, got {self.max_plan_length}")
-        if not 0.0 < self.eval_fraction < 1.0:
-            raise ValueError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
-
-    def key(self) -> str:
-        """Short stable hash of the knobs and the generator version (names the cache directory)."""
-        blob = json.dumps({"v": GENERATOR_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
-        return hashlib.sha1(blob.encode()).hexdigest()[:10]
-
-
-@dataclass(frozen=True)
-class GameRecord:
-    """One generated (or official) game: where it lies and what it asks."""
-
-    game_file: str
-    """Path of the ``game.tw-pddl`` file."""
-    task_id: str
-    task_type: str
-    task: str
-    """Goal text as the game shows it ("put a clean mug in coffeemachine.")."""
-    scene: int
-    object_target: str
-    parent_target: str
-    """Goal receptacle class; for look_at_obj_in_light the lamp class."""
-    expert_plan: tuple[str, ...] = field(default=())
-    """The planner expert's plan from the initial state (empty when unknown)."""
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain-JSON form (paths as stored)."""
-        d = dataclasses.asdict(self)
-        d["expert_plan"] = list(self.expert_plan)
-        return d
 
 
 # ---------------------------------------------------------------------------------------------
@@ -749,10 +673,6 @@ def _write_json_atomic(path: str, obj: Any) -> None:
 
 __all__ = [
     "DATA_VERSION_DIR",
-    "SPLIT_DIRS",
-    "TASK_TYPES",
-    "GameRecord",
-    "GenConfig",
     "TaskSpec",
     "World",
     "build_world",

@@ -25,7 +25,7 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
-from gaca.envs import TextEnv, make_env
+from gaca.envs import EnvSpec, TextEnv, named_spec
 from gaca.rollout.prompt import parse_response, render_prompt
 
 logger = logging.getLogger(__name__)
@@ -40,30 +40,30 @@ def observation_message(observation: str, admissible_actions: list[str]) -> str:
             "Answer with <think> </think> then one admissible action inside <action> </action>.")
 
 
-class EnvPool:
-    """Reusable environments per (name, options), so games are built once per worker process."""
+class EnvCache:
+    """Idle environments kept per ``EnvSpec`` for reuse, so games are built once per worker process.
+
+    verl runs each episode as its own coroutine, so environments are lent one at a time here rather
+    than stepped in lock-step by a ``gaca.envs.EnvPool``.
+    """
 
     def __init__(self) -> None:
-        self._free: dict[str, list[TextEnv]] = defaultdict(list)
+        self._free: dict[EnvSpec, list[TextEnv]] = defaultdict(list)
         self._lock = threading.Lock()
 
-    @staticmethod
-    def _key(name: str, options: dict[str, Any]) -> str:
-        return f"{name}:{sorted(options.items())!r}"
-
-    def acquire(self, name: str, options: dict[str, Any]) -> TextEnv:
+    def acquire(self, spec: EnvSpec) -> TextEnv:
         with self._lock:
-            free = self._free[self._key(name, options)]
+            free = self._free[spec]
             if free:
                 return free.pop()
-        return make_env(name, **options)
+        return spec.build()
 
-    def release(self, name: str, options: dict[str, Any], env: TextEnv) -> None:
+    def release(self, spec: EnvSpec, env: TextEnv) -> None:
         with self._lock:
-            self._free[self._key(name, options)].append(env)
+            self._free[spec].append(env)
 
 
-ENV_POOL = EnvPool()
+ENV_CACHE = EnvCache()
 
 
 @register(AGENT_NAME)
@@ -77,19 +77,18 @@ class TextEnvAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         """Run one episode; returns verl's ``AgentLoopOutput`` (one row, one span per turn)."""
         extra = dict(kwargs.get("extra_info") or {})
-        name = str(extra.get("env", "alfworld"))
-        options = dict(extra.get("env_kwargs") or {})
+        spec = named_spec(str(extra.get("env", "alfworld")), **dict(extra.get("env_kwargs") or {}))
         seed = int(extra["seed"])
-        env = await self.loop.run_in_executor(None, ENV_POOL.acquire, name, options)
+        env = await self.loop.run_in_executor(None, ENV_CACHE.acquire, spec)
         try:
-            return await self._episode(env, seed, sampling_params)
+            return await self._episode(env, spec.intro, seed, sampling_params)
         finally:
-            ENV_POOL.release(name, options, env)
+            ENV_CACHE.release(spec, env)
 
-    async def _episode(self, env: TextEnv, seed: int, sampling_params: dict[str, Any]) -> AgentLoopOutput:
+    async def _episode(self, env: TextEnv, intro: str, seed: int, sampling_params: dict[str, Any]) -> AgentLoopOutput:
         observation, info = await self.loop.run_in_executor(None, lambda: env.reset(seed=seed))
         first = render_prompt(info["task"], observation, list(info["admissible_actions"]), [],
-                              history_length=0, step=0)
+                              history_length=0, step=0, intro=intro)
         messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
         tokens = await self.ct_build_initial_tokens(messages)
         response_mask: list[int] = []
@@ -144,4 +143,4 @@ class TextEnvAgentLoop(AgentLoopBase):
         )
 
 
-__all__ = ["AGENT_NAME", "ENV_POOL", "EnvPool", "TextEnvAgentLoop", "observation_message"]
+__all__ = ["AGENT_NAME", "ENV_CACHE", "EnvCache", "TextEnvAgentLoop", "observation_message"]

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gaca.envs.alfworld_fast.game import FastGame
+from gaca.envs.alfworld.native.game import FastGame
 
 NOTHING_HAPPENS = "Nothing happens."
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gaca.policy.policy import Policy, left_pad
+from gaca.policy.policy import CausalLMPolicy, left_pad
 
 
 @dataclass
@@ -28,7 +28,7 @@ class GenerateOutput:
 
 @torch.no_grad()
 def generate_baseline(
-    policy: Policy,
+    policy: CausalLMPolicy,
     prompts: list[str],
     *,
     max_new_tokens: int,
@@ -39,7 +39,7 @@ def generate_baseline(
 ) -> GenerateOutput:
     """Sample with ``transformers``' own ``model.generate`` (KV cache, left padding).
 
-    Same prompts and encoding as :meth:`Policy.sample`; stops at eos, at ``max_new_tokens`` and, if
+    Same prompts and encoding as :meth:`CausalLMPolicy.sample`; stops at eos, at ``max_new_tokens`` and, if
     ``stop`` is given, at that string (``generate``'s ``stop_strings``). The draws use torch's
     global RNG, seeded with ``seed`` inside a forked RNG state. No log-probs are kept (plain
     generation is the baseline; asking for scores would slow it down).

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from gaca.envs.alfworld_fast.engine import FastState
-from gaca.envs.alfworld_fast.pddl import Sexp
+from gaca.envs.alfworld.native.engine import FastState
+from gaca.envs.alfworld.native.pddl import Sexp
 
 logger = logging.getLogger(__name__)
 

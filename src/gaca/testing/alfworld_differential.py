@@ -1,4 +1,4 @@
-"""Differential testing of the fast engine against alfworld's real one (used by tests and benchmarks).
+"""Differential testing of the native engine against alfworld's TextWorld one (tests and benchmarks).
 
 ``compare_episode(real, fast, seed, policy)`` plays the same episode on both ``TextEnv``s, with the
 actions ``policy`` picks from the *real* engine's observation and info, and returns the list of
@@ -34,20 +34,14 @@ class Mismatch:
                 f"  real: {self.real!r}\n  fast: {self.fast!r}")
 
 
-def make_real_env(split: str = "train", num_games: int = 60, seed: int = 0, cache_dir: str | None = None,
-                  max_steps: int = 50, expert: bool = False, hide_actions: tuple[str, ...] = ("help",),
-                  pregenerate: bool = False) -> Any:
-    """alfworld's real engine on the generated games ``make`` would play (whatever ``make``'s default engine).
+def engine_pair(games: Any, *, max_steps: int = 50, expert: bool = False,
+                hide_actions: tuple[str, ...] = ("help",)) -> tuple[Any, Any]:
+    """The same games on alfworld's TextWorld engine (the reference) and on the native engine."""
+    from gaca.envs.alfworld import AlfworldEnv, NativeEngine, TextWorldEngine
 
-    The reference side of every comparison; also a factory for ``EnvPool``
-    (``"gaca.envs.alfworld_fast.differential:make_real_env"``).
-    """
-    from gaca.envs.alfworld import AlfworldEnv, GeneratedGames
-
-    games = GeneratedGames(split, num_games, seed, None, cache_dir)  # type: ignore[arg-type]
-    if pregenerate:
-        games.pregenerate()
-    return AlfworldEnv(games, max_steps=max_steps, expert=expert, hide_actions=hide_actions)
+    kwargs = {"max_steps": max_steps, "expert": expert, "hide_actions": hide_actions}
+    return (AlfworldEnv(games, TextWorldEngine(expert=expert), **kwargs),
+            AlfworldEnv(games, NativeEngine(), **kwargs))
 
 
 def _view(obs: str, info: dict[str, Any], reward: float = 0.0, terminated: bool = False,
@@ -188,7 +182,7 @@ __all__ = [
     "Mismatch",
     "busy_policy",
     "compare_episode",
-    "make_real_env",
+    "engine_pair",
     "plan_policy",
     "random_policy",
     "tour_policy",

@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from gaca.envs.alfworld_fast.pddl import Goal, parse_problem
+from gaca.envs.alfworld.native.pddl import Goal, parse_problem
 
 logger = logging.getLogger(__name__)
 

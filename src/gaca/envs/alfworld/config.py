@@ -1,0 +1,122 @@
+"""ALFWorld's settings (the ``[env]`` table with ``name = "alfworld"``) and the generator's knobs.
+
+Importing this module needs neither ``alfworld`` nor ``textworld``: configs load and validate on
+any machine, and the engine is imported only when an environment is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from gaca.envs.config import EnvConfig
+
+#: The six ALFWorld task families, in ALFWorld's own order (``alfred_tw_env.TASK_TYPES``).
+TASK_TYPES: tuple[str, ...] = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
+#: Bumped whenever generated games would change: part of the cache key.
+GENERATOR_VERSION = 1
+#: gaca split -> directory of the official layout ("eval": unseen (scene, object, receptacle)
+#: combinations; "valid_seen": other games of the train split's combinations).
+SPLIT_DIRS: dict[str, str] = {"train": "train", "eval": "valid_unseen", "valid_seen": "valid_seen"}
+#: gaca split -> the official split directory (official data also names ``valid_unseen`` itself).
+OFFICIAL_SPLITS: dict[str, str] = {"train": "train", "eval": "valid_unseen", "valid_unseen": "valid_unseen",
+                                   "valid_seen": "valid_seen"}
+
+Split = Literal["train", "eval", "valid_seen"]
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    """Difficulty knobs of the game generator (all part of the cache key)."""
+
+    max_receptacles: int | None = None
+    """Keep at most this many receptacles of the floor plan (the task's own always kept); None: all."""
+    num_distractors: int = 12
+    """Objects of other classes scattered over the receptacles."""
+    closed_prob: float | None = None
+    """Probability that each target instance starts inside a closed (openable) receptacle;
+    None: uniform over the compatible receptacles, as in ALFRED."""
+    max_target_instances: int = 3
+    """Instances of the target class: uniform in [1, this] ([2, this + 1] for pick_two)."""
+    max_plan_length: int = 30
+    """Reject a game whose expert plan is longer (ALFWorld's step limit is 50)."""
+    eval_fraction: float = 0.2
+    """Share of (scene, object, receptacle) combinations that belong to the eval split."""
+
+    def __post_init__(self) -> None:
+        if self.max_receptacles is not None and self.max_receptacles < 3:
+            raise ValueError(f"max_receptacles must be >= 3 or None, got {self.max_receptacles}")
+        if self.num_distractors < 0:
+            raise ValueError(f"num_distractors must be >= 0, got {self.num_distractors}")
+        if self.closed_prob is not None and not 0.0 <= self.closed_prob <= 1.0:
+            raise ValueError(f"closed_prob must be in [0, 1] or None, got {self.closed_prob}")
+        if self.max_target_instances < 1:
+            raise ValueError(f"max_target_instances must be >= 1, got {self.max_target_instances}")
+        if self.max_plan_length < 1:
+            raise ValueError(f"max_plan_length must be >= 1, got {self.max_plan_length}")
+        if not 0.0 < self.eval_fraction < 1.0:
+            raise ValueError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
+
+    def key(self) -> str:
+        """Short stable hash of the knobs and the generator version (names the cache directory)."""
+        blob = json.dumps({"v": GENERATOR_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
+        return hashlib.sha1(blob.encode()).hexdigest()[:10]
+
+
+@dataclass(frozen=True)
+class AlfworldConfig(EnvConfig):
+    """ALFWorld households (Shridhar et al. 2021, arXiv:2010.03768), generated offline or official."""
+
+    SPLITS: ClassVar[tuple[str, ...]] = ("train", "eval", "valid_seen", "valid_unseen")
+
+    name: str = "alfworld"
+    intro: str = "You are an expert agent acting in a text-based household environment (ALFWorld)."
+    engine: Literal["native", "textworld"] = "native"
+    """``native``: gaca's engine, checked step for step against alfworld's TextWorld engine and about
+    1000x faster (generated games only); ``textworld``: alfworld's own TextWorld PDDL engine."""
+    source: Literal["generated", "official"] = "generated"
+    """``generated``: games made offline from alfworld's floor plans (see ``generator``);
+    ``official``: ALFWorld's game files under ``data_dir`` (played on the TextWorld engine)."""
+    data_dir: str | None = None
+    """Official games: the ALFWorld data directory (None: ``$ALFWORLD_DATA``)."""
+    game_seed: int = 0
+    """Generated games: the seed of the game set (the same seed and knobs give the same games)."""
+    cache_dir: str | None = None
+    """Generated games: where they are kept (None: ``$GACA_CACHE/alfworld`` or ``~/.cache/gaca/alfworld``)."""
+    task_types: tuple[str, ...] = TASK_TYPES
+    """Task families to play; games cycle over them in ALFWorld's order (``TASK_TYPES``)."""
+    success_reward: float = 10.0
+    """Reward of the winning step (ALFWorld / verl-agent: 10)."""
+    hide_actions: tuple[str, ...] = ("help",)
+    """Commands left out of the admissible actions shown to the agent (the engine still accepts them)."""
+    generator: GenConfig = field(default_factory=GenConfig)
+    """Generated games: the difficulty knobs (``[env.generator]``)."""
+
+    def __post_init__(self) -> None:
+        for name in ("task_types", "hide_actions"):  # TOML and callers give lists
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        super().__post_init__()
+        unknown = [t for t in self.task_types if t not in TASK_TYPES]
+        if unknown or not self.task_types:
+            raise ValueError(f"env.task_types must be a non-empty subset of {list(TASK_TYPES)}, got "
+                             f"{list(self.task_types)}")
+        if self.source == "generated":
+            for split in (self.train_split, self.eval_split):
+                if split not in SPLIT_DIRS:
+                    raise ValueError(f"generated ALFWorld games have splits {list(SPLIT_DIRS)}, got {split!r}")
+        elif self.engine != "textworld":
+            raise ValueError("official ALFWorld games play on the TextWorld engine: set env.engine='textworld'")
+
+
+__all__ = ["GENERATOR_VERSION", "OFFICIAL_SPLITS", "SPLIT_DIRS", "TASK_TYPES", "AlfworldConfig", "GenConfig",
+           "Split"]

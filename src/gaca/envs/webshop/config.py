@@ -1,0 +1,41 @@
+"""WebShop's settings (the ``[env]`` table with ``name = "webshop"``); importable without ``rank_bm25``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gaca.envs.config import EnvConfig
+
+
+@dataclass(frozen=True)
+class WebShopConfig(EnvConfig):
+    """WebShop (Yao et al. 2022, arXiv:2207.01206): instructions to shop for, over a product catalogue.
+
+    ``reset(seed=s)`` plays instruction ``s % (instructions of the split)``; the game counts
+    (``num_train_games``, ``num_eval_games``) set how many distinct instructions the trainer uses.
+    """
+
+    name: str = "webshop"
+    intro: str = "You are an expert agent shopping on a web store (WebShop)."
+    max_steps: int = 15
+    backend: Literal["generated", "real"] = "generated"
+    """``generated``: WebShop's pages, actions, search and reward over a generated catalogue (offline);
+    ``real``: the original ``web_agent_site`` text environment, which you must install and set up."""
+    catalogue_seed: int = 0
+    """Generated backend: seed of the catalogue (products, instructions and their split)."""
+    num_products: int | None = 2400
+    """Catalogue size (generated: >= 30, about 80 products per type at 2,400; real: None = all)."""
+    human_goals: bool | None = None
+    """Real backend: WebShop's human-written instructions (true, WebShop's default when unset) or its
+    synthetic ones (false)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.backend == "generated" and self.human_goals is not None:
+            raise ValueError("env.human_goals is a setting of the real WebShop (env.backend='real')")
+        if self.backend == "generated" and (self.num_products is None or self.num_products < 30):
+            raise ValueError(f"env.num_products must be >= 30 for the generated catalogue, got {self.num_products}")
+
+
+__all__ = ["WebShopConfig"]
