@@ -7,6 +7,7 @@ import json
 import pytest
 
 from gaca.cli import build_parser, main
+from tests.small_run import small_overrides
 
 
 def test_presets_are_listed(capsys):
@@ -60,19 +61,9 @@ def test_plot_writes_pngs(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "missing")]) == 2
 
 
-def test_train_then_eval_from_the_command_line(tmp_path, tmp_path_factory, capsys):
+def test_train_then_eval_from_the_command_line(tmp_path, cache, capsys):
     pytest.importorskip("alfworld")
-    shared = tmp_path_factory.getbasetemp() / "gaca_shared_cache"  # the same games as tests/train/test_loop.py
-    shared.mkdir(exist_ok=True)
-    cache = json.dumps(str(shared))
-    overrides = [
-        f"out_dir={json.dumps(str(tmp_path / 'run'))}", f"policy.cache_dir={cache}", "policy.tiny_hidden=32",
-        "policy.tiny_layers=1", "policy.tiny_heads=2", "policy.tiny_vocab=400", "env.num_train_games=2",
-        "env.num_eval_games=2", "env.num_workers=1", "env.max_steps=2", f"env.cache_dir={cache}",
-        "env.generator.max_receptacles=4", "env.generator.num_distractors=2",
-        "rollout.group_size=2", "rollout.tasks_per_iter=1", "rollout.max_new_tokens=4",
-        "sft.episodes=2", "sft.steps=1", "eval.batch_size=2", "iterations=1", "progress=false", "tensorboard=false",
-    ]
+    overrides = small_overrides(tmp_path / "run", cache, "tensorboard=false")
     assert main(["train", "--preset", "tiny-alfworld", *overrides]) == 0
     out = capsys.readouterr().out
     assert "held-out success before training:" in out and "held-out success after 1 iterations:" in out

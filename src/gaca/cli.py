@@ -11,8 +11,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -35,7 +37,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides, preset=args.preset)
     print(f"gaca train: estimator={cfg.estimator} model={cfg.policy.model} iterations={cfg.iterations} "
           f"-> {cfg.out_dir}", flush=True)
-    result = train(cfg, resume=args.resume)
+    result = train(cfg, resume=args.resume, overwrite=args.overwrite)
     plots = plot_run(result.run_dir)
     print(f"held-out success before training: {_fmt_eval(result.eval_before)}")
     print(f"held-out success after {result.iterations} iterations: {_fmt_eval(result.eval_after)}")
@@ -100,11 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gaca", description="Granularity-Adaptive Credit Assignment: train and "
                                 "evaluate LLM agents on multi-turn text environments (offline).")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("--debug", action="store_true",
+                   help="show the full traceback of an error (also: environment variable GACA_DEBUG=1)")
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a policy (config file or preset, plus key=value overrides)")
     _config_source(t)
-    t.add_argument("--resume", action="store_true", help="continue from out_dir/checkpoint.pt")
+    t.add_argument("--resume", action="store_true", help="continue the run in out_dir from its checkpoint.pt")
+    t.add_argument("--overwrite", action="store_true",
+                   help="start over in a non-empty out_dir, removing the earlier run's files (otherwise refused)")
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("eval", help="evaluate a checkpoint on the held-out tasks")
@@ -128,21 +134,52 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line(e: BaseException) -> tuple[str, int]:
+    """The message and exit code an error gets without ``--debug``."""
+    from gaca.config import ConfigError
+    from gaca.policy import DeviceNotAvailableError
+    from gaca.train.checkpoint import CheckpointError
+    from gaca.train.rundir import RunError
+    from gaca.train.update import NonFiniteLossError
+
+    if isinstance(e, ConfigError):
+        return f"config error: {e}", 2
+    if isinstance(e, (RunError, CheckpointError, FileNotFoundError, DeviceNotAvailableError)):
+        return str(e), 2
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return (f"the disk is full (writing {e.filename or 'a file'}): free some space, then continue the run "
+                "with --resume"), 1
+    if isinstance(e, NonFiniteLossError):
+        return f"{e} (lower ppo.lr, or check the advantages' options)", 1
+    if isinstance(e, OSError):
+        return f"{type(e).__name__}: {e}", 1
+    return f"error: {type(e).__name__}: {e} (run with --debug, or GACA_DEBUG=1, for the traceback)", 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gaca`` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # key=value overrides may stand on either side of the flags (``... a=b --resume c=d``)
+    stray = [x for x in extra if x.startswith("-") or "=" not in x or not hasattr(args, "overrides")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    from gaca.config import ConfigError
-
+    debug = args.debug or os.environ.get("GACA_DEBUG", "") not in ("", "0")
     try:
         return int(args.func(args))
-    except ConfigError as e:
-        print(f"gaca: config error: {e}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as e:
-        print(f"gaca: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("gaca: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if debug:
+            raise
+        message, code = _one_line(e)
+        print(f"gaca: {message}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":  # pragma: no cover

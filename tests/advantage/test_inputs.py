@@ -87,7 +87,7 @@ def test_repeated_step_in_a_trajectory_raises():
         (dict(w_min=0.8, w_max=0.2), r"w_min=0.8 must be <= w_max=0.2"),
         (dict(similarity=1.5), r"similarity must be in \(0, 1\), got 1.5"),
         (dict(kapa=0.1), r"unknown advantage option\(s\) \['kapa'\]; valid options: \['gamma'"),
-        (dict(mixture="additive", w0=0.0), r"additive' divides by w0"),
+        (dict(mixture="additive", w0=0.0), r"w0=0.0 must be >= 0.001: mixture='additive' divides by w0"),
         (dict(weight_map="sigmoid", w0=1.0), r"sigmoid' needs 0 < w0 < 1"),
     ],
 )
@@ -99,3 +99,16 @@ def test_bad_options_raise(options, pattern):
 def test_similarity_without_texts_raises():
     with pytest.raises(ValueError, match=r"needs StepBatch\.anchor_text"):
         compute_advantages(StepBatch(**good()), "gigpo", similarity=0.9)
+
+
+def test_half_precision_logprobs_sum_without_overflow():
+    # 8,192 float16 log-probs of -10 sum to -81,920, beyond float16's range (65,504): accumulated wider
+    n, length = 4, 8192
+    zeros = torch.zeros(n, dtype=torch.int64)
+    batch = StepBatch(group_id=zeros, traj_id=torch.arange(n), step=zeros, anchor=zeros,
+                      reward=torch.tensor([0.0, 1.0, 0.0, 1.0]),
+                      logprobs=torch.full((n, length), -10.0, dtype=torch.float16),
+                      mask=torch.ones(n, length, dtype=torch.bool))
+    assert batch.logprob_sum.dtype == torch.float32 and batch.logprob_sum.tolist() == [-81920.0] * n
+    out = compute_advantages(batch, "gaca")
+    assert torch.isfinite(out.advantage).all() and out.nll.tolist() == [10.0] * n

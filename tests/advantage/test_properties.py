@@ -86,6 +86,24 @@ def test_permuting_rows_permutes_output(batch, rnd, estimator):
 
 
 @SETTINGS
+@given(step_tables(), st.randoms(use_true_random=False), st.sampled_from(["gigpo", "gaca", "fixed_mix"]),
+       st.sampled_from([0.9, 0.95]))
+def test_permuting_rows_permutes_output_with_similarity_grouping(batch, rnd, estimator, threshold):
+    # anchor a's text is "a"*k + "b"*(20-k), k = a % 5: texts d apart have difflib ratio 1 - d/20, so
+    # neighbours chain (A~B, B~C, not A~C) and a greedy clustering in row order would depend on the order
+    texts = ["a" * (a % 5) + "b" * (20 - a % 5) for a in batch.anchor.tolist()]
+    with_text = StepBatch(**_fields(batch), anchor_text=texts)
+    perm = list(range(len(batch)))
+    rnd.shuffle(perm)
+    moved = StepBatch(**{k: v[torch.tensor(perm)] for k, v in _fields(batch).items()},
+                      anchor_text=[texts[i] for i in perm])
+    base = compute_advantages(with_text, estimator, similarity=threshold)
+    out = compute_advantages(moved, estimator, similarity=threshold)
+    for name in ("advantage", "step_level", "has_peer"):
+        torch.testing.assert_close(getattr(out, name), getattr(base, name)[torch.tensor(perm)])
+
+
+@SETTINGS
 @given(step_tables(max_groups=3), st.sampled_from(sorted(ESTIMATORS)))
 def test_duplicating_a_group_changes_no_other_group(batch, estimator):
     base = compute_advantages(batch, estimator)

@@ -86,3 +86,31 @@ def test_agent_must_answer_every_turn():
         play_episodes(pool_of(2), [0, 0], Lazy())
     with pytest.raises(ValueError, match="at least one seed"):
         play_episodes(pool_of(1), [], Lazy())
+
+
+def test_crashed_episodes_stay_out_of_rates_and_the_step_table():
+    import torch
+
+    from gaca.rollout import RolloutConfig, collect_rollouts
+    from gaca.train.evaluate import summarize_episodes
+    from gaca.train.metrics import rollout_metrics
+    from tests.rollout.fakes import ScriptedPolicy, forward_then
+
+    class Breaks(CorridorEnv):
+        def reset(self, *, seed, options=None):
+            if seed == 2:
+                raise RuntimeError("no such game")
+            return super().reset(seed=seed, options=options)
+
+    pool = EnvPool.from_envs([Breaks() for _ in range(4)])
+    batch = collect_rollouts(ScriptedPolicy(forward_then), pool, [0, 2], RolloutConfig(group_size=2),
+                             generator=torch.Generator().manual_seed(0))
+    assert [e.error is not None for e in batch.episodes] == [False, False, True, True]
+    assert set(batch.steps.traj_id.tolist()) == {0, 1}  # the failed group left no rows
+    stats = summarize_episodes(batch.episodes)
+    assert stats.success == 1.0 and stats.crashed == 2 and stats.episodes == 2
+    m = rollout_metrics(batch)
+    assert m["env/success"] == 1.0 and m["env/crashed"] == 2.0 and m["env/episodes"] == 2.0
+    with pytest.raises(RuntimeError, match="every episode of the rollout failed in its environment; the first: "
+                                           "RuntimeError: no such game"):
+        collect_rollouts(ScriptedPolicy(forward_then), pool, [2], RolloutConfig(group_size=2))

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -29,6 +34,11 @@ def _drive(pool, seeds, n_steps=6):
             infos[k] = r.info
             done[k] = r.done
     return out, infos, done
+
+
+def native(spec):
+    """The same games on the native engine (resets in milliseconds, for tests with short timeouts)."""
+    return dataclasses.replace(spec, config=dataclasses.replace(spec.config, engine="native"))
 
 
 def faulty_specs(alf_spec, n, **planted):
@@ -91,18 +101,86 @@ def test_crash_in_reset_ends_the_episode_at_once(alf_spec):
         assert r0 is None and r1.info["valid"] is True
 
 
-def test_dead_worker_fails_its_envs_only(alf_spec):
-    specs = faulty_specs(alf_spec, 4, env0={"crash_at_step": 1, "mode": "exit"})  # kills worker 0 (envs 0, 1)
+def test_dead_worker_fails_the_culprit_only_and_restores_the_others(alf_spec):
+    specs = faulty_specs(alf_spec, 4, env0={"crash_at_step": 2, "mode": "exit"})  # kills worker 0 (envs 0, 1)
+    with EnvPool(alf_spec, num_envs=4) as ref_pool:
+        ref = _drive(ref_pool, [3] * 4, n_steps=10)[0]
     with EnvPool(specs, num_workers=2) as pool:
-        pool.reset([0] * 4)
-        res = pool.step(["look"] * 4)
-        for k in (0, 1):
-            assert res[k].terminated and res[k].info["won"] is False and "worker died" in res[k].error
-        for k in (2, 3):
-            assert res[k].observation == res[3].observation and res[k].error is None
-        # Worker 0 is restarted at the next reset.
-        first = pool.reset([0] * 4)
-        assert all(o.error is None for o in first)
+        out, infos, done = _drive(pool, [3] * 4, n_steps=10)
+        assert done[0] and infos[0]["won"] is False and "worker died (exit code 3)" in infos[0]["error"]
+        assert len(out[0]) == 3  # reset text, step 1, the failed step 2
+        for k in (1, 2, 3):  # env 1 shared the dead worker: restored by replay, it plays on unharmed
+            assert out[k] == ref[k] and infos[k]["won"] and "error" not in infos[k]
+        # the worker was restarted: the next round starts clean
+        assert all(o.error is None for o in pool.reset([3] * 4))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("mode", ["system_exit", "hang"])
+def test_system_exit_and_hangs_end_only_their_episode(alf_spec, num_workers, mode):
+    alf_spec = native(alf_spec)
+    specs = faulty_specs(alf_spec, 4, env2={"crash_at_step": 1, "mode": mode})
+    with EnvPool(alf_spec, num_envs=4) as ref_pool:
+        ref = _drive(ref_pool, [1] * 4, n_steps=8)[0]
+    with EnvPool(specs, num_workers=num_workers, step_timeout=1.0) as pool:
+        out, infos, done = _drive(pool, [1] * 4, n_steps=8)
+        assert done[2] and not infos[2]["won"]
+        assert ("SystemExit" if mode == "system_exit" else "timed out after 1 s") in infos[2]["error"]
+        for k in (0, 1, 3):
+            assert out[k] == ref[k] and infos[k]["won"]
+
+
+def test_a_step_stuck_where_signals_cannot_reach_is_stopped_on_workers(alf_spec):
+    specs = faulty_specs(native(alf_spec), 4, env1={"crash_at_step": 1, "mode": "hang_blocked"})
+    t0 = time.monotonic()
+    with EnvPool(specs, num_workers=2, step_timeout=1.0) as pool:
+        _, infos, _ = _drive(pool, [1] * 4, n_steps=8)
+        assert "timed out after 1 s" in infos[1]["error"] and all(infos[k]["won"] for k in (0, 2, 3))
+    assert time.monotonic() - t0 < 60
+
+
+def test_an_unpicklable_result_fails_its_episode_only(alf_spec):
+    specs = faulty_specs(native(alf_spec), 2, env0={"crash_at_step": 1, "mode": "unpicklable"})
+    with EnvPool(specs, num_workers=2) as pool:  # one env per worker
+        pool.reset([0, 0])
+        r0, r1 = pool.step(["look", "look"])
+        assert r0.terminated and "sending its result" in r0.error and r1.error is None
+
+
+def test_workers_ignore_ctrl_c_and_die_with_the_trainer(alf_spec, tmp_path):
+    with EnvPool(alf_spec, num_envs=2, num_workers=2) as pool:
+        pool.reset([0, 0])
+        for proc in pool._backend._procs:
+            os.kill(proc.pid, signal.SIGINT)  # what a terminal sends the whole process group
+        time.sleep(0.5)
+        assert all(o.error is None for o in pool.step(["look", "look"]))
+    # a trainer killed with SIGKILL leaves no worker behind
+    script = tmp_path / "trainer.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from gaca.envs import AlfworldConfig, EnvPool, env_spec\n"
+        f"spec = env_spec(AlfworldConfig(cache_dir={alf_spec.config.cache_dir!r}), 'train', 6)\n"
+        "pool = EnvPool(spec, 2, num_workers=2)\n"
+        "pool.reset([0, 0])\n"
+        "print(' '.join(str(p.pid) for p in pool._backend._procs), flush=True)\n"
+        "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2 and all(_alive(p) for p in pids)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_argument_checks(alf_spec):

@@ -114,7 +114,7 @@ def test_environment_settings_are_typed_per_family():
 def test_bad_configs_fail_at_load_with_one_line_naming_the_key():
     cases = {
         "estimator=gacaa": r"^estimator: unknown advantage estimator 'gacaa'; choices: \[",
-        "advantage.mixture=additive advantage.w0=0": r"advantage: option w0=0.0 must be > 0: mixture='additive'",
+        "advantage.mixture=additive advantage.w0=0": r"advantage: option w0=0.0 must be >= 0.001: mixture='additive'",
         "advantage.eps=0": r"option eps must be in \(0, inf\), got 0.0",
         "advantage.kappa=-1": r"option kappa must be in \[0, inf\)",
         "advantage.w0=nan": r"option w0 must be finite, got nan",

@@ -26,15 +26,17 @@ _ROW_CHUNK = 16384
 def _masked_row_sums(logprobs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(Σ_k mask_ik·logp_ik, Σ_k mask_ik) per row, in chunks of rows.
 
-    where() rather than a product, so NaN/inf on padding cannot leak into the sum; float32
-    pairwise summation is accurate enough for a mean.
+    where() rather than a product, so NaN/inf on padding cannot leak into the sum. The sums
+    accumulate in float32 or wider (a float16 sum of 8,192 log-probs overflows); float32 pairwise
+    summation is accurate enough for a mean.
     """
     n = logprobs.shape[0]
-    sums = torch.empty(n, dtype=logprobs.dtype, device=logprobs.device)
+    acc = torch.promote_types(logprobs.dtype, torch.float32)
+    sums = torch.empty(n, dtype=acc, device=logprobs.device)
     counts = torch.empty(n, dtype=torch.int32, device=logprobs.device)
     for start in range(0, n, _ROW_CHUNK):
         rows = slice(start, start + _ROW_CHUNK)
-        torch.sum(torch.where(mask[rows], logprobs[rows], 0.0), dim=1, out=sums[rows])
+        torch.sum(torch.where(mask[rows], logprobs[rows], 0.0), dim=1, dtype=acc, out=sums[rows])
         torch.sum(mask[rows], dim=1, dtype=torch.int32, out=counts[rows])
     return sums, counts
 
@@ -56,7 +58,7 @@ class StepBatch:
       anchor_text: optional N strings, the anchors' texts; needed only for GiGPO's similarity grouping.
 
     Derived at construction (one pass over the log-probs, which is also the finiteness check):
-      logprob_sum: [N] float, Σ_k mask_ik·logp_ik.   token_count: [N] int32, |mask_i|.
+      logprob_sum: [N] float32 or wider, Σ_k mask_ik·logp_ik.   token_count: [N] int32, |mask_i|.
 
     Raises:
       ValueError naming the field (and the first bad row) for wrong types, dtypes, shapes,

@@ -13,6 +13,11 @@ from gaca.advantage.episode import EpisodeStats
 from gaca.advantage.mixing import Mixture, NoPeer, WeightMap
 from gaca.advantage.normalize import Norm
 
+#: Upper bound of ``omega`` and the smallest ``w0`` of the additive mixture: within them, finite
+#: returns give finite float32 advantages whatever the other options (fuzzed in the tests).
+MAX_OMEGA = 1e3
+MIN_ADDITIVE_W0 = 1e-3
+
 
 @dataclass(frozen=True)
 class AdvantageOptions:
@@ -27,14 +32,14 @@ class AdvantageOptions:
     episode_stats: EpisodeStats = "trajectory"
     """Episode-group statistics over trajectories (GRPO) or over step rows (verl-agent)."""
     omega: float = 1.0
-    """Weight ω >= 0 of the step-level term in GiGPO / the additive mixture."""
+    """Weight ω in [0, 1000] of the step-level term in GiGPO / the additive mixture."""
     criticality: Criticality = "zscore"
     """How a step's NLL is normalized within its trajectory."""
     weight_map: WeightMap = "clip"
     """Criticality -> weight: clip(w0 + κ·c) or σ(logit w0 + κ·c)."""
     w0: float = 0.5
     """Weight of the step-level signal at average criticality, in [0, 1] ((0, 1) for the sigmoid map;
-    > 0 for the additive mixture, which divides by it)."""
+    >= 0.001 for the additive mixture, which divides by it)."""
     kappa: float = 0.25
     """Slope κ >= 0 of the weight in the criticality score (0: fixed mixing)."""
     w_min: float = 0.0
@@ -56,7 +61,7 @@ class AdvantageOptions:
         check = validate.number
         check("option gamma", self.gamma, 0.0, 1.0)
         check("option eps", self.eps, 0.0, None, lo_open=True)  # eps = 0: 0/0 = NaN on equal returns
-        check("option omega", self.omega, 0.0, None)
+        check("option omega", self.omega, 0.0, MAX_OMEGA)
         check("option kappa", self.kappa, 0.0, None)
         check("option w_min", self.w_min, 0.0, 1.0)
         check("option w_max", self.w_max, 0.0, 1.0)
@@ -65,8 +70,8 @@ class AdvantageOptions:
         check("option w0", self.w0, 0.0, 1.0)
         if self.weight_map == "sigmoid" and not 0.0 < self.w0 < 1.0:
             raise ValueError(f"option w0={self.w0}: weight_map='sigmoid' needs 0 < w0 < 1 (it takes logit(w0))")
-        if self.mixture == "additive" and self.w0 == 0.0:
-            raise ValueError("option w0=0.0 must be > 0: mixture='additive' divides by w0")
+        if self.mixture == "additive" and self.w0 < MIN_ADDITIVE_W0:
+            raise ValueError(f"option w0={self.w0} must be >= {MIN_ADDITIVE_W0:g}: mixture='additive' divides by w0")
         if self.similarity is not None:
             check("option similarity", self.similarity, 0.0, 1.0, lo_open=True, hi_open=True)
 

@@ -26,19 +26,22 @@ def discounted_returns(reward: torch.Tensor, layout: Layout, gamma: float) -> to
     return torch.empty_like(sorted_returns).index_copy_(0, layout.order, sorted_returns)
 
 
-def _similarity_keys(
-    group: torch.Tensor, anchor: torch.Tensor, anchor_text: Sequence[str], threshold: float
-) -> torch.Tensor:
+def _similarity_keys(layout: Layout, anchor: torch.Tensor, anchor_text: Sequence[str], threshold: float
+                     ) -> torch.Tensor:
     """Replace each anchor by the anchor of its cluster of near-identical texts in its group.
 
     Greedy clustering per episode group: a text joins the first cluster whose representative has
-    difflib ratio >= threshold, else founds a new one. This is O(U²) string comparisons per group
-    (U distinct anchors) and loops in Python; exact anchors (``similarity=None``) stay vectorized.
+    difflib ratio >= threshold, else founds a new one. Rows are visited in (trajectory, step) order
+    (``layout.order``, a function of the rows' ids, not of their positions), so the clusters do not
+    depend on the order the rows come in. This is O(U²) string comparisons per group (U distinct
+    anchors) and loops in Python; exact anchors (``similarity=None``) stay vectorized.
     """
     keys = anchor.clone()
     representative_of: dict[tuple[int, int], int] = {}
     clusters: dict[int, list[tuple[str, int]]] = {}
-    for row, (g, a) in enumerate(zip(group.tolist(), anchor.tolist(), strict=True)):
+    group, anchors = layout.group.tolist(), anchor.tolist()
+    for row in layout.order.tolist():
+        g, a = group[row], anchors[row]
         known = representative_of.get((g, a))
         if known is None:
             text = anchor_text[row]
@@ -75,7 +78,7 @@ def step_groups(
             raise ValueError(f"similarity must be in (0, 1) or None, got {similarity}")
         if anchor_text is None:
             raise ValueError("similarity grouping needs StepBatch.anchor_text (the anchors' texts)")
-        anchor = _similarity_keys(layout.group, anchor, anchor_text, similarity)
+        anchor = _similarity_keys(layout, anchor, anchor_text, similarity)
     return pair_ids(layout.group, layout.num_groups, anchor)
 
 

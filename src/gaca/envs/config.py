@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from gaca import validate
+
 #: The family an ``[env]`` table without a ``name`` selects.
 DEFAULT_ENV = "alfworld"
 
@@ -38,6 +40,10 @@ class EnvConfig:
     """The step limit of one episode: the environment truncates the episode when it is reached."""
     num_workers: int = 2
     """Worker processes that step the environments (0 or 1: in this process)."""
+    step_timeout: float | None = 120.0
+    """Seconds one ``reset`` or ``step`` of an environment may take; past it the episode ends as failed
+    and the environment is restarted (None: no limit). In this process a step stuck inside C code is
+    interrupted only when it returns to Python; on workers it is always stopped."""
     intro: str = "You are an expert agent acting in a text-based environment."
     """The first line of every agent prompt: who the agent is and where (each family has its own)."""
 
@@ -66,6 +72,8 @@ class EnvConfig:
                 raise ValueError(f"env.{field} must be >= 1, got {getattr(self, field)}")
         if self.num_workers < 0:
             raise ValueError(f"env.num_workers must be >= 0, got {self.num_workers}")
+        if self.step_timeout is not None:
+            validate.number("env.step_timeout", self.step_timeout, 0.0, None, lo_open=True)
 
     def num_games(self, split: str) -> int:
         """Games of ``split`` the trainer plays: ``num_train_games`` for the train split, else ``num_eval_games``."""

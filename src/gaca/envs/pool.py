@@ -11,20 +11,33 @@ unsafe with the C libraries the engines load), in contiguous blocks (env i on wo
 ``i * num_workers // num_envs``), so the copies of a group usually share a worker and its caches.
 ``EnvPool.from_envs(envs)`` wraps environments already built (in this process).
 
-Fault tolerance, the same with either backend: an environment that raises in ``reset`` or
-``step`` ends its episode as failed (a ``StepOutcome`` with ``terminated=True`` and ``error`` set;
-``info["won"]`` False), the error is logged with the task id, the environment is rebuilt at the
-next ``reset``, and the other environments continue. A worker process that dies fails the episodes
-of its environments the same way and is restarted at the next ``reset``.
+Fault tolerance: an environment that raises (any exception, ``SystemExit`` included) in ``reset``
+or ``step``, or whose step takes longer than ``step_timeout`` seconds, ends its episode as failed
+(a ``StepOutcome`` with ``terminated=True`` and ``error`` set; ``info["won"]`` False), the failure
+is logged with the task id, the environment is rebuilt at the next ``reset``, and the other
+environments continue, the same with either backend. On workers: when a worker process dies (an
+engine's segfault, ``os._exit``) or is killed because one of its environments hung, the pool
+knows which environment it was running, restarts the worker and restores every other environment
+of that worker to its state by replaying its seed and actions (environments are deterministic
+given both), so only the culprit's episode fails. A result that cannot be sent back to the
+trainer fails that episode only. Workers ignore Ctrl-C (the trainer decides when to stop) and die
+with the trainer (Linux: ``PR_SET_PDEATHSIG``). In this process a hung step is interrupted by
+``SIGALRM`` when the pool runs in the main thread (a step stuck inside C code is interrupted only
+when it returns to Python); an environment that kills its process takes the trainer with it:
+use workers for such engines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import pickle
+import signal
+import threading
+import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +46,9 @@ from gaca.envs.config import EnvConfig
 from gaca.envs.registry import EnvSpec, env_spec, prepare_envs
 
 logger = logging.getLogger(__name__)
+
+#: How often the trainer looks at a busy worker (seconds).
+POLL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -47,7 +63,7 @@ class StepOutcome:
     truncated: bool = False
     """The step limit was reached."""
     error: str | None = None
-    """Set when the environment crashed: the episode ended as failed, with this message."""
+    """Set when the environment failed (raised, hung, died): the episode ended as failed, with this message."""
 
     @property
     def done(self) -> bool:
@@ -55,50 +71,89 @@ class StepOutcome:
 
     @classmethod
     def crashed(cls, task_id: str, message: str) -> StepOutcome:
-        """The outcome of an environment that raised (or whose worker died)."""
+        """The outcome of an environment that failed."""
         info = {"task": "", "task_id": task_id, "task_type": "", "admissible_actions": [], "won": False,
                 "valid": False, "error": message}
         return cls("", info, 0.0, True, False, message)
 
 
-class _Slot:
-    """One environment and its episode bookkeeping (in a worker, or in this process)."""
+class StepTimeout(Exception):
+    """An environment's step took longer than the pool's ``step_timeout``."""
 
-    def __init__(self, index: int, build: Callable[[], TextEnv], env: TextEnv | None = None) -> None:
-        self.index, self.build, self.env = index, build, env
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Raise ``StepTimeout`` in this thread after ``seconds`` (main thread only; elsewhere no limit)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def ring(signum: int, frame: Any) -> None:
+        raise StepTimeout(f"step timed out after {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class _Slot:
+    """One environment and its episode (in a worker, or in this process)."""
+
+    def __init__(self, index: int, build: Callable[[], TextEnv], env: TextEnv | None = None,
+                 timeout: float | None = None) -> None:
+        self.index, self.build, self.env, self.timeout = index, build, env, timeout
         self.task_id = "?"
 
-    def _fail(self, where: str, exc: BaseException) -> StepOutcome:
-        msg = f"{type(exc).__name__}: {exc}"
-        logger.error("env %d (task %s) raised in %s: %s\n%s", self.index, self.task_id, where, msg,
+    def fail(self, where: str, exc: BaseException) -> StepOutcome:
+        msg = f"{type(exc).__name__}: {exc} (in {where})"
+        logger.error("env %d (task %s) failed in %s: %s\n%s", self.index, self.task_id, where, msg,
                      traceback.format_exc())
+        self.discard()
+        return StepOutcome.crashed(self.task_id, msg)
+
+    def discard(self) -> None:
+        """Drop the environment (rebuilt at the next reset)."""
         if self.env is not None:
             try:
                 self.env.close()
             except Exception:
                 logger.debug("close after failure raised", exc_info=True)
-        self.env = None  # rebuilt at the next reset
-        return StepOutcome.crashed(self.task_id, msg)
+        self.env = None
 
     def reset(self, seed: int) -> StepOutcome:
         self.task_id = f"seed={seed}"
         try:
             if self.env is None:
                 self.env = self.build()
-            obs, info = self.env.reset(seed=seed)
-        except Exception as exc:
-            return self._fail("reset", exc)
+            with _alarm(self.timeout):
+                obs, info = self.env.reset(seed=seed)
+        except (Exception, SystemExit) as exc:
+            return self.fail("reset", exc)
         self.task_id = str(info.get("task_id", self.task_id))
         return StepOutcome(obs, info)
 
     def step(self, action: str) -> StepOutcome:
         if self.env is None:
-            raise RuntimeError(f"env {self.index}: stepped after its episode crashed")
+            raise RuntimeError(f"env {self.index}: stepped after its episode failed")
         try:
-            obs, reward, terminated, truncated, info = self.env.step(action)
-        except Exception as exc:
-            return self._fail("step", exc)
+            with _alarm(self.timeout):
+                obs, reward, terminated, truncated, info = self.env.step(action)
+        except (Exception, SystemExit) as exc:
+            return self.fail("step", exc)
         return StepOutcome(obs, info, float(reward), bool(terminated), bool(truncated))
+
+    def replay(self, seed: int, actions: Sequence[str]) -> StepOutcome:
+        """Reset with ``seed`` and take ``actions``: the state they lead to (the last outcome)."""
+        outcome = self.reset(seed)
+        for a in actions:
+            if outcome.error or outcome.done:
+                break
+            outcome = self.step(a)
+        return outcome
 
     def close(self) -> None:
         if self.env is not None:
@@ -122,60 +177,154 @@ class _InProcess:
             s.close()
 
 
-def _worker(conn: Any, specs: list[tuple[int, EnvSpec]], log_level: int) -> None:
-    """Worker loop: ("reset", [(slot, seed)]) | ("step", [(slot, action)]) | ("close", None)."""
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when the trainer dies (no orphaned workers)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _sendable(outcomes: list[Any], slots: dict[int, _Slot], payload: list[tuple[int, Any]]) -> list[Any]:
+    """``outcomes`` with every one that cannot be pickled replaced by a failure of its episode."""
+    out = []
+    for (i, _), o in zip(payload, outcomes, strict=True):
+        try:
+            pickle.dumps(o)
+            out.append(o)
+        except Exception as exc:
+            out.append(slots[i].fail("sending its result", exc))
+    return out
+
+
+def _worker(conn: Any, specs: list[tuple[int, EnvSpec]], busy: Any, log_level: int, timeout: float | None) -> None:
+    """Worker loop: (cmd, [(env, argument)]) with cmd reset | step | replay, or ("close", None).
+
+    ``busy`` (shared) holds the env being run and since when, so the trainer can tell which one hung
+    or killed the process.
+    """
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=log_level)
-    slots = {i: _Slot(i, spec.build) for i, spec in specs}  # keyed by the pool-wide env index
+    slots = {i: _Slot(i, spec.build, timeout=timeout) for i, spec in specs}  # keyed by the pool-wide env index
     try:
         while True:
             cmd, payload = conn.recv()
             if cmd == "close":
                 break
-            conn.send([getattr(slots[i], cmd)(x) for i, x in payload])
-    except (EOFError, KeyboardInterrupt):
+            outcomes = []
+            for i, x in payload:
+                busy[0], busy[1] = i, time.monotonic()
+                outcomes.append(slots[i].replay(*x) if cmd == "replay" else getattr(slots[i], cmd)(x))
+            busy[0] = -1
+            try:
+                conn.send(outcomes)
+            except (pickle.PicklingError, TypeError, AttributeError):
+                conn.send(_sendable(outcomes, slots, payload))
+    except (EOFError, OSError):
         pass
     finally:
         for slot in slots.values():
-            slot.close()
+            with contextlib.suppress(Exception):
+                slot.close()
         conn.close()
 
 
 class _Workers:
     """Backend: slots spread over worker processes in contiguous blocks."""
 
-    def __init__(self, specs: list[EnvSpec], num_workers: int, start_method: str) -> None:
+    def __init__(self, specs: list[EnvSpec], num_workers: int, start_method: str, timeout: float | None) -> None:
         try:
             pickle.dumps(specs[0])
         except Exception as exc:
             raise ValueError(f"environment {specs[0].config.name!r} cannot be sent to worker processes ({exc}); "
                              "register its factory from an importable module, or use env.num_workers=0") from exc
-        self.specs, self.num_workers = specs, num_workers
+        self.specs, self.num_workers, self.timeout = specs, num_workers, timeout
+        # the worker interrupts a hung step itself (SIGALRM) when it hangs in Python; past this, it is killed
+        self._kill_after = timeout + max(1.0, 0.5 * timeout) if timeout else 0.0
         self.owner = [i * num_workers // len(specs) for i in range(len(specs))]
         self.task_ids = ["?"] * len(specs)
+        self.episodes: list[tuple[int, list[str]] | None] = [None] * len(specs)
+        """Per env, the running episode's (seed, actions so far): what restores it after a worker restart."""
         self._ctx = mp.get_context(start_method)
         self._procs: list[Any] = [None] * num_workers
         self._conns: list[Any] = [None] * num_workers
+        self._busy: list[Any] = [None] * num_workers
         for w in range(num_workers):
             self._start(w)
 
     def _start(self, w: int) -> None:
         parent, child = self._ctx.Pipe()
+        busy = self._ctx.Array("d", [-1.0, 0.0], lock=False)
         specs = [(i, s) for i, s in enumerate(self.specs) if self.owner[i] == w]
-        proc = self._ctx.Process(target=_worker, args=(child, specs, logging.getLogger().level),
+        proc = self._ctx.Process(target=_worker, args=(child, specs, busy, logging.getLogger().level, self.timeout),
                                  name=f"gaca-envpool-{w}", daemon=True)
         proc.start()
         child.close()
-        self._procs[w], self._conns[w] = proc, parent
+        self._procs[w], self._conns[w], self._busy[w] = proc, parent, busy
 
-    def _alive(self, w: int) -> bool:
-        return self._procs[w] is not None and self._procs[w].is_alive()
+    def _stop(self, w: int) -> None:
+        proc = self._procs[w]
+        if proc is not None and proc.is_alive():
+            proc.kill()
+        if proc is not None:
+            proc.join(timeout=5)
+        if self._conns[w] is not None:
+            self._conns[w].close()
+        self._procs[w] = self._conns[w] = None
 
-    def _dead(self, w: int, payload: list[tuple[int, Any]], message: str) -> dict[int, StepOutcome]:
-        logger.error("env worker %d: %s (tasks %s)", w, message, [self.task_ids[i] for i, _ in payload])
-        if self._procs[w] is not None:
-            self._procs[w].join(timeout=1)
-        self._procs[w] = None
-        return {i: StepOutcome.crashed(self.task_ids[i], message) for i, _ in payload}
+    def _answer(self, w: int) -> tuple[list[Any] | None, int, str]:
+        """Wait for worker ``w``'s answer; on failure (None, culprit env or -1, message)."""
+        conn, proc, busy = self._conns[w], self._procs[w], self._busy[w]
+        while True:
+            if conn.poll(POLL_S):
+                try:
+                    return conn.recv(), -1, ""
+                except (EOFError, ConnectionResetError, OSError):
+                    break
+            if not proc.is_alive():
+                break
+            current = int(busy[0])
+            if self.timeout and current >= 0 and time.monotonic() - busy[1] > self._kill_after:
+                return None, current, f"step timed out after {self.timeout:g} s (the environment was restarted)"
+        proc.join(timeout=1)
+        return None, int(busy[0]), f"env worker died (exit code {proc.exitcode})"
+
+    def _recover(self, w: int, cmd: str, payload: list[tuple[int, Any]], culprit: int, message: str
+                 ) -> dict[int, StepOutcome]:
+        """Restart worker ``w``; fail the culprit's episode; restore every other running episode by replay."""
+        logger.error("env worker %d: %s; culprit env %s (task %s)", w, message, culprit,
+                     self.task_ids[culprit] if culprit >= 0 else "?")
+        self._stop(w)
+        self._start(w)
+        out: dict[int, StepOutcome] = {}
+        if culprit < 0:  # no env was running: the whole command is lost, fail its episodes
+            for i, _ in payload:
+                out[i] = StepOutcome.crashed(self.task_ids[i], message)
+                self.episodes[i] = None
+            return out
+        out[culprit] = StepOutcome.crashed(self.task_ids[culprit], message)
+        self.episodes[culprit] = None
+        replays = []
+        arguments = dict(payload)
+        for i in (j for j in range(len(self.specs)) if self.owner[j] == w and j != culprit):
+            if cmd == "reset" and i in arguments:
+                replays.append((i, (arguments[i], [])))
+            elif self.episodes[i] is not None:
+                seed, actions = self.episodes[i]
+                replays.append((i, (seed, actions + ([arguments[i]] if i in arguments else []))))
+        if replays:
+            self._conns[w].send(("replay", replays))
+            answers, _, why = self._answer(w)
+            if answers is None:  # the replay itself failed: give up on this worker's episodes
+                lost = self._recover(w, "reset", [(i, x[0]) for i, x in replays], -1, why)
+                return {**out, **{i: o for i, o in lost.items() if i in arguments}}
+            for (i, _), outcome in zip(replays, answers, strict=True):
+                if i in arguments:
+                    out[i] = outcome
+                elif outcome.error or outcome.done:  # a restored bystander that could not be restored
+                    self.episodes[i] = None
+        return out
 
     def run(self, cmd: str, items: list[tuple[int, Any]]) -> dict[int, StepOutcome]:
         """Send every worker its share first, then collect (the workers run in parallel)."""
@@ -185,42 +334,46 @@ class _Workers:
         out: dict[int, StepOutcome] = {}
         sent: list[int] = []
         for w, payload in by_worker.items():
-            if not self._alive(w):
-                if cmd != "reset":
-                    out.update(self._dead(w, payload, "env worker process is not running"))
-                    continue
-                self._start(w)
+            if self._procs[w] is None or not self._procs[w].is_alive():
+                out.update(self._recover(w, cmd, payload, -1, "env worker process is not running"))
+                continue
             try:
                 self._conns[w].send((cmd, payload))
                 sent.append(w)
             except (BrokenPipeError, OSError) as exc:
-                out.update(self._dead(w, payload, f"env worker died: {exc}"))
+                out.update(self._recover(w, cmd, payload, -1, f"env worker unreachable: {exc}"))
         for w in sent:
             payload = by_worker[w]
-            try:
-                answers = self._conns[w].recv()
-            except (EOFError, ConnectionResetError, OSError):
-                out.update(self._dead(w, payload, f"env worker died (exit code {self._procs[w].exitcode})"))
+            answers, culprit, message = self._answer(w)
+            if answers is None:
+                out.update(self._recover(w, cmd, payload, culprit, message))
                 continue
-            for (i, _), outcome in zip(payload, answers, strict=True):
-                out[i] = outcome
-        for i, outcome in out.items():
-            self.task_ids[i] = str(outcome.info.get("task_id", self.task_ids[i]))
+            out.update({i: a for (i, _), a in zip(payload, answers, strict=True)})
+        for i, x in items:
+            self._track(i, cmd, x, out[i])
         return out
+
+    def _track(self, i: int, cmd: str, argument: Any, outcome: StepOutcome) -> None:
+        """Keep env i's running episode (seed, actions) up to date after ``outcome``."""
+        self.task_ids[i] = str(outcome.info.get("task_id", self.task_ids[i]))
+        if outcome.done or outcome.error:
+            self.episodes[i] = None
+        elif cmd == "reset":
+            self.episodes[i] = (int(argument), [])
+        elif self.episodes[i] is not None:
+            self.episodes[i][1].append(argument)
 
     def close(self) -> None:
         for w in range(self.num_workers):
-            if self._alive(w):
-                try:
+            if self._procs[w] is not None and self._procs[w].is_alive():
+                with contextlib.suppress(BrokenPipeError, OSError):
                     self._conns[w].send(("close", None))
-                except (BrokenPipeError, OSError):
-                    pass
         for w in range(self.num_workers):
             p = self._procs[w]
             if p is not None:
                 p.join(timeout=10)
                 if p.is_alive():
-                    p.terminate()
+                    p.kill()
                     p.join(timeout=5)
             if self._conns[w] is not None:
                 self._conns[w].close()
@@ -230,12 +383,13 @@ class EnvPool:
     """``num_envs`` text environments stepped in lock-step (see module docstring)."""
 
     def __init__(self, specs: EnvSpec | Sequence[EnvSpec], num_envs: int | None = None, *, num_workers: int = 0,
-                 start_method: str = "spawn") -> None:
+                 step_timeout: float | None = None, start_method: str = "spawn") -> None:
         """
         Args:
           specs: one ``EnvSpec`` for every environment, or one per environment.
           num_envs: how many environments (with one spec; default: one per spec).
           num_workers: worker processes (0 or 1: in this process).
+          step_timeout: seconds a ``reset`` or ``step`` may take before its episode fails (None: no limit).
           start_method: multiprocessing start method of the workers.
         """
         spec_list = [specs] * (num_envs or 0) if isinstance(specs, EnvSpec) else list(specs)
@@ -245,9 +399,11 @@ class EnvPool:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        if step_timeout is not None and not step_timeout > 0:
+            raise ValueError(f"step_timeout must be > 0 or None, got {step_timeout}")
         workers = min(num_workers, len(spec_list))
-        backend = (_Workers(spec_list, workers, start_method) if workers >= 2
-                   else _InProcess([_Slot(i, s.build) for i, s in enumerate(spec_list)]))
+        backend = (_Workers(spec_list, workers, start_method, step_timeout) if workers >= 2
+                   else _InProcess([_Slot(i, s.build, timeout=step_timeout) for i, s in enumerate(spec_list)]))
         self._init(backend, len(spec_list), spec_list[0].max_steps, spec_list[0].intro)
         self.num_workers = workers if workers >= 2 else 0
 
@@ -260,10 +416,11 @@ class EnvPool:
         """
         spec = env_spec(config, split, num_games, expert=expert)
         prepare_envs(spec)
-        return cls(spec, num_envs, num_workers=config.num_workers)
+        return cls(spec, num_envs, num_workers=config.num_workers, step_timeout=config.step_timeout)
 
     @classmethod
-    def from_envs(cls, envs: Sequence[TextEnv], *, intro: str = EnvConfig.intro) -> EnvPool:
+    def from_envs(cls, envs: Sequence[TextEnv], *, intro: str = EnvConfig.intro,
+                  step_timeout: float | None = None) -> EnvPool:
         """A pool over environments already built (in this process); ``intro`` is their prompt introduction."""
         if not envs:
             raise ValueError("EnvPool.from_envs needs at least one environment")
@@ -272,8 +429,8 @@ class EnvPool:
             return lambda: env
 
         pool = cls.__new__(cls)
-        pool._init(_InProcess([_Slot(i, keep(e), e) for i, e in enumerate(envs)]), len(envs),
-                   max(int(e.max_steps) for e in envs), intro)
+        slots = [_Slot(i, keep(e), e, timeout=step_timeout) for i, e in enumerate(envs)]
+        pool._init(_InProcess(slots), len(envs), max(int(e.max_steps) for e in envs), intro)
         pool.num_workers = 0
         return pool
 
@@ -332,4 +489,4 @@ class EnvPool:
         self.close()
 
 
-__all__ = ["EnvPool", "StepOutcome"]
+__all__ = ["EnvPool", "StepOutcome", "StepTimeout"]

@@ -9,7 +9,9 @@ nothing of environments.
 
 from gaca.policy.config import PRESETS, PolicyConfig, resolve_cache_dir
 from gaca.policy.loading import (
+    DeviceNotAvailableError,
     ModelNotFoundError,
+    check_policy_source,
     convert_smollm2,
     load_policy,
     load_policy_checkpoint,
@@ -24,6 +26,7 @@ from gaca.policy.tokenizer import fit_tiny_tokenizer
 __all__ = [
     "PRESETS",
     "CausalLMPolicy",
+    "DeviceNotAvailableError",
     "ModelNotFoundError",
     "Policy",
     "PolicyConfig",
@@ -31,6 +34,7 @@ __all__ = [
     "SampledResponses",
     "SamplingPolicy",
     "ScoreOutput",
+    "check_policy_source",
     "convert_smollm2",
     "fit_tiny_tokenizer",
     "load_policy",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -60,6 +61,8 @@ class PolicyConfig:
     """Seed of the ``tiny`` preset's random initialisation and of the LoRA adapters' initialisation."""
 
     def __post_init__(self) -> None:
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
+            raise ValueError(f"policy.device must be cpu, cuda or cuda:N, got {self.device!r}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
         if self.lora_rank < 0:

@@ -139,6 +139,34 @@ def _finish(cfg: PolicyConfig, model: torch.nn.Module, tokenizer: Any) -> Causal
     return CausalLMPolicy(model, tokenizer, cfg)
 
 
+class DeviceNotAvailableError(RuntimeError):
+    """The configured ``policy.device`` does not exist on this machine."""
+
+
+def check_policy_source(cfg: PolicyConfig) -> None:
+    """Fail now, with one line, if the policy ``cfg`` describes cannot be built on this machine.
+
+    Checks that the model is available offline (the embedded wheel, a local directory) and that
+    ``cfg.device`` exists; builds nothing.
+
+    Raises:
+      ModelNotFoundError, DeviceNotAvailableError.
+    """
+    if cfg.model == "smollm2":
+        smollm2_gguf_path()
+    elif cfg.model != "tiny" and not (Path(cfg.model).expanduser() / "config.json").is_file():
+        raise ModelNotFoundError(
+            f"model={cfg.model!r} is neither a preset ('smollm2', 'tiny') nor a local Hugging Face model "
+            f"directory with a config.json; nothing is downloaded: give the path of a model on disk"
+        )
+    device = torch.device(cfg.device)
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise DeviceNotAvailableError(f"policy.device={cfg.device!r}, but torch sees {torch.cuda.device_count()} "
+                                      "CUDA device(s) on this machine: set policy.device=cpu")
+    if device.type not in ("cpu", "cuda"):
+        raise DeviceNotAvailableError(f"policy.device={cfg.device!r} is not supported: use cpu or cuda[:N]")
+
+
 def load_policy(cfg: PolicyConfig, *, tokenizer: Any | None = None) -> CausalLMPolicy:
     """Build the policy ``cfg`` describes (offline; nothing is downloaded).
 

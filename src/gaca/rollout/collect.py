@@ -87,7 +87,8 @@ class RolloutBatch:
     response_ids: torch.Tensor
     """int64 [N, L], right-padded."""
     episodes: list[Episode]
-    """Trajectory k is ``episodes[k]``; its group is k // group_size."""
+    """Trajectory k is ``episodes[k]``; its group is k // group_size. An episode whose environment
+    failed (``error``) has no rows in the table."""
     temperature: float
     """The sampling temperature (the update scores at the same one, so that r = 1 before its first step)."""
     texts: list[str] = field(default_factory=list)
@@ -179,7 +180,11 @@ def collect_rollouts(
     n = cfg.group_size
     agent = cfg.agent(policy, pool, generator)
     played = play_episodes(pool, [int(s) for s in seeds for _ in range(n)], agent)
-    steps = played.steps()
+    # an episode whose environment failed says nothing about the policy: its rows stay out of the table
+    steps = [s for s in played.steps() if played.episodes[s.turn.episode].error is None]
+    if not steps:
+        raise RuntimeError(f"every episode of the rollout failed in its environment; the first: "
+                           f"{played.episodes[0].error}")
     table, sampled = step_table(steps, n, cfg)
     return RolloutBatch(
         steps=table,

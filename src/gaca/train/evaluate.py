@@ -27,6 +27,9 @@ class EvalStats:
     invalid_ratio: float = 0.0
     """Share of steps with a malformed response or an inadmissible action."""
     episodes: int = 0
+    """Episodes played to their end (the rates above are over these)."""
+    crashed: int = 0
+    """Episodes whose environment failed (raised, hung or died): left out of every rate above."""
     forward_passes: int = 0
     seconds: float = 0.0
 
@@ -37,6 +40,7 @@ class EvalStats:
             f"{prefix}/episode_length": self.episode_length,
             f"{prefix}/invalid_ratio": self.invalid_ratio,
             f"{prefix}/episodes": float(self.episodes),
+            f"{prefix}/crashed": float(self.crashed),
         }
         for fam, rate in sorted(self.per_family.items()):
             out[f"{prefix}/success/{fam}"] = rate
@@ -44,19 +48,29 @@ class EvalStats:
 
 
 def summarize_episodes(episodes: list[Episode]) -> EvalStats:
-    """Success overall and per family, mean length and invalid-step ratio of finished episodes."""
+    """Success overall and per family, mean length and invalid-step ratio of the episodes played to
+    their end; episodes whose environment failed are counted apart (``crashed``), not as failures.
+
+    Raises:
+      RuntimeError when every episode's environment failed (with the first failure's message).
+    """
     if not episodes:
         raise ValueError("no episodes to summarize")
+    played = [e for e in episodes if e.error is None]
+    if not played:
+        raise RuntimeError(f"every one of {len(episodes)} episodes failed in its environment; the first: "
+                           f"{episodes[0].error}")
     fam: dict[str, list[bool]] = defaultdict(list)
-    for e in episodes:
+    for e in played:
         fam[e.task_type or "unknown"].append(e.won)
-    steps = sum(e.length for e in episodes)
+    steps = sum(e.length for e in played)
     return EvalStats(
-        success=sum(e.won for e in episodes) / len(episodes),
+        success=sum(e.won for e in played) / len(played),
         per_family={k: sum(v) / len(v) for k, v in fam.items()},
-        episode_length=steps / len(episodes),
-        invalid_ratio=sum(e.invalid for e in episodes) / max(1, steps),
-        episodes=len(episodes),
+        episode_length=steps / len(played),
+        invalid_ratio=sum(e.invalid for e in played) / max(1, steps),
+        episodes=len(played),
+        crashed=len(episodes) - len(played),
     )
 
 

@@ -30,16 +30,14 @@ class MetricsLogger:
     """Writes ``metrics.jsonl`` (every record) and TensorBoard scalars/histograms under ``tb/``."""
 
     def __init__(self, run_dir: str | Path, *, tensorboard: bool = True, truncate_after: int | None = None):
-        """Open the run's logs; ``truncate_after=k`` drops JSONL records of iterations > k (used on resume)."""
+        """Open the run's logs (appending); ``truncate_after=k`` first drops the records of iterations > k
+        (on resume: they are repeated) and a line cut short by a crash."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
         if truncate_after is not None and self.path.exists():
-            kept = [line for line in self.path.read_text().splitlines() if line.strip()
-                    and json.loads(line).get("iteration", -1) <= truncate_after]
-            self.path.write_text("".join(line + "\n" for line in kept))
-        elif truncate_after is None and self.path.exists():
-            self.path.unlink()
+            kept = [r for r in _records(self.path) if r.get("iteration", -1) <= truncate_after]
+            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
         self._file = open(self.path, "a")
         self._tb = None
         if tensorboard:
@@ -78,12 +76,25 @@ class MetricsLogger:
             self._tb.close()
 
 
+def _records(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of ``path``; a line that does not parse (cut short by a crash) is skipped with a warning."""
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            logger.warning("%s line %d is not complete JSON (a write cut short?): skipped", path, number)
+    return out
+
+
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """All records of ``run_dir/metrics.jsonl``."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: is {run_dir} a gaca run directory?")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return _records(path)
 
 
 __all__ = ["MetricsLogger", "histogram", "read_metrics"]

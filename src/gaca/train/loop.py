@@ -39,14 +39,16 @@ def train(
     cfg: TrainConfig,
     *,
     resume: bool = False,
+    overwrite: bool = False,
     on_iteration: Callable[[int, dict[str, float]], None] | None = None,
 ) -> TrainResult:
-    """Train ``cfg.iterations`` iterations in ``cfg.out_dir`` (``resume``: continue from its checkpoint).
+    """Train ``cfg.iterations`` iterations in ``cfg.out_dir`` (``resume``: continue from its checkpoint;
+    ``overwrite``: replace the run that is there).
 
     ``on_iteration(done, metrics)`` is called after each completed iteration (tests use it to
     interrupt a run).
     """
-    with TrainingRun(cfg, resume=resume) as run:
+    with TrainingRun(cfg, resume=resume, overwrite=overwrite) as run:
         for it in run.iterations():
             metrics, histograms = iteration(run, it)
             run.end_iteration(metrics, histograms)

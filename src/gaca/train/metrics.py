@@ -24,14 +24,15 @@ def _stats(prefix: str, x: torch.Tensor) -> dict[str, float]:
 def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
     """env/… (training episodes) and perf/… (sampling) metrics of one rollout."""
     s = summarize_episodes(batch.episodes)
-    n = len(batch.episodes)
+    played = [e for e in batch.episodes if e.error is None]
     return {
         "env/success": s.success,
         "env/episode_length": s.episode_length,
         "env/invalid_ratio": s.invalid_ratio,
-        "env/return": sum(e.env_return for e in batch.episodes) / n,
-        "env/truncated": sum(e.truncated for e in batch.episodes) / n,
-        "env/episodes": float(n),
+        "env/return": sum(e.env_return for e in played) / len(played),
+        "env/truncated": sum(e.truncated for e in played) / len(played),
+        "env/episodes": float(len(played)),
+        "env/crashed": float(s.crashed),
         "env/step_rows": float(batch.num_rows),
         "env/response_length": float(batch.response_mask.sum(1).double().mean()),
         "perf/generated_tokens": float(batch.generated_tokens),

@@ -5,8 +5,10 @@
             metrics, histograms = iteration(run, it)   # gaca.train.loop: the algorithm
             run.end_iteration(metrics, histograms)     # log, checkpoint on cadence, progress bar
 
-Ctrl-C lets the running iteration finish, then checkpoints and ends the run (press twice to abort;
-the last checkpoint is kept). ``gaca.train.loop`` holds the iteration itself.
+Ctrl-C (or SIGTERM) lets the running iteration finish, then checkpoints and ends the run (a second
+one aborts; the last checkpoint is kept). A new run refuses a non-empty run directory unless told
+to ``--resume`` or ``--overwrite`` (``rundir``), and checks everything it can before writing.
+``gaca.train.loop`` holds the iteration itself.
 """
 
 from __future__ import annotations
@@ -23,15 +25,16 @@ import torch
 
 from gaca.config import from_dict, to_dict
 from gaca.envs import EnvPool
-from gaca.policy import CausalLMPolicy
+from gaca.policy import CausalLMPolicy, check_policy_source
 from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint, set_rng_state
 from gaca.train.config import TrainConfig, save_config
 from gaca.train.evaluate import EvalStats, evaluate
 from gaca.train.logger import MetricsLogger
+from gaca.train.rundir import check_resumable, clear_run_files, preflight, remove_stale_tmp
 from gaca.train.schedule import EVAL_STREAM, checkpoint_due, eval_task_seeds, iteration_generator
 from gaca.train.timing import Stopwatch
 from gaca.train.update import NonFiniteGuard, make_optimizer
-from gaca.train.warmstart import load_run_policy, warm_start
+from gaca.train.warmstart import load_run_policy, run_tokenizer_files, warm_start
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +73,10 @@ class TrainResult:
 
 
 class Interrupt:
-    """SIGINT -> a flag checked between iterations; a second SIGINT raises KeyboardInterrupt."""
+    """SIGINT (Ctrl-C) or SIGTERM (what schedulers send) -> a flag checked between iterations; a
+    second one raises KeyboardInterrupt."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.requested = False
@@ -79,19 +85,21 @@ class Interrupt:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        logger.warning("Ctrl-C: finishing this iteration, then writing a checkpoint (press again to abort)")
+        logger.warning("%s: finishing this iteration, then writing a checkpoint (send it again to abort)",
+                       signal.Signals(signum).name)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Interrupt]:
         try:
-            previous = signal.signal(signal.SIGINT, self._handler)
-        except ValueError:  # not the main thread: no handler, Ctrl-C behaves as usual
+            previous = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
+        except ValueError:  # not the main thread: no handler, signals behave as usual
             yield self
             return
         try:
             yield self
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
 
 
 def eval_pool(cfg: TrainConfig) -> EnvPool:
@@ -111,34 +119,39 @@ def run_eval(policy: CausalLMPolicy, pool: EnvPool, cfg: TrainConfig) -> EvalSta
 class TrainingRun:
     """Everything one run holds (see module docstring); a context manager that always cleans up."""
 
-    def __init__(self, cfg: TrainConfig, *, resume: bool = False) -> None:
+    def __init__(self, cfg: TrainConfig, *, resume: bool = False, overwrite: bool = False) -> None:
+        """``resume``: continue the run in ``cfg.out_dir``; ``overwrite``: remove the earlier run there
+        first (a new run refuses a non-empty directory otherwise)."""
         self._stack = contextlib.ExitStack()  # what to close, in reverse order, however the run ends
         try:
-            self._open(cfg, resume)
+            self._open(cfg, resume, overwrite)
         except BaseException:
             self._stack.close()
             raise
 
-    def _open(self, cfg: TrainConfig, resume: bool) -> None:
+    def _open(self, cfg: TrainConfig, resume: bool, overwrite: bool) -> None:
         self.clock = Stopwatch()
-        if cfg.threads > 0:
-            torch.set_num_threads(cfg.threads)
-        torch.manual_seed(cfg.seed)
         self.cfg = cfg
         self.run_dir = Path(cfg.out_dir)
         self.ckpt_path = self.run_dir / CHECKPOINT_NAME
-        payload = load_checkpoint(self.ckpt_path) if resume else None
+        payload = preflight(cfg, resume=resume, overwrite=overwrite)  # nothing is written before this passes
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
         if payload is not None and payload["config"] != to_dict(cfg):
             saved = to_dict(from_dict(TrainConfig, payload["config"]))
             logger.warning("resuming with a config that differs from the checkpoint's in: %s",
                            [k for k, v in to_dict(cfg).items() if saved.get(k) != v])
+        if overwrite:
+            clear_run_files(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        remove_stale_tmp(self.run_dir)
         save_config(cfg, self.run_dir / "config.json")
         self.state = TrainState()
         if payload is None:
             self.policy, self.state.sft = warm_start(cfg, self.run_dir)
         else:
-            self.policy = load_run_policy(cfg, self.run_dir)
+            self.policy = load_run_policy(cfg, self.run_dir, payload)
         self.optimizer = make_optimizer(self.policy, cfg.ppo)
         if payload is not None:
             self.policy.load_state_dict(payload["policy"])
@@ -226,10 +239,11 @@ class TrainingRun:
         return run_eval(self.policy, self.eval_pool, self.cfg)
 
     def checkpoint(self) -> None:
-        """Write the checkpoint atomically (weights, optimizer, RNG, trainer state, config)."""
+        """Write the checkpoint atomically (weights, optimizer, RNG, trainer state, config, tokenizer)."""
         self.state.nonfinite_streak, self.state.nonfinite_total = self.guard.streak, self.guard.total
         save_checkpoint(self.ckpt_path, policy_state=self.policy.state_dict(), optimizer=self.optimizer,
-                        trainer_state=vars(self.state).copy(), config=to_dict(self.cfg))
+                        trainer_state=vars(self.state).copy(), config=to_dict(self.cfg),
+                        tokenizer_files=run_tokenizer_files(self.cfg, self.run_dir))
         self._checkpointed = self.state.iteration
 
 
@@ -245,9 +259,11 @@ def evaluate_checkpoint(checkpoint: str | Path, overrides: list[str] | None = No
     payload = load_checkpoint(path)
     run_dir = path if path.is_dir() else path.parent
     cfg = from_dict(TrainConfig, apply_overrides(payload["config"], list(overrides or [])))
+    check_resumable(cfg, payload, path)
+    check_policy_source(cfg.policy)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
-    policy = load_run_policy(cfg, run_dir)
+    policy = load_run_policy(cfg, run_dir, payload)
     policy.load_state_dict(payload["policy"])
     with eval_pool(cfg) as pool:
         return run_eval(policy, pool, cfg), cfg

@@ -9,12 +9,15 @@ load it from there), and the policy is fine-tuned on the examples.
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from gaca.envs import EnvPool
 from gaca.policy import CausalLMPolicy, fit_tiny_tokenizer, load_policy, sft_warmstart
 from gaca.rollout.expert import collect_expert_examples
+from gaca.train.checkpoint import tokenizer_files, write_tokenizer_files
 from gaca.train.config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -22,16 +25,31 @@ logger = logging.getLogger(__name__)
 TOKENIZER_DIR = "tokenizer"
 
 
-def load_run_policy(cfg: TrainConfig, run_dir: Path) -> CausalLMPolicy:
-    """The policy of an existing run (its architecture; weights come from the checkpoint)."""
+def run_tokenizer_files(cfg: TrainConfig, run_dir: Path) -> dict[str, bytes] | None:
+    """The files of the tokenizer the run fitted (``tiny``), for its checkpoint; None otherwise."""
+    return tokenizer_files(run_dir / TOKENIZER_DIR) if cfg.policy.model == "tiny" else None
+
+
+def load_run_policy(cfg: TrainConfig, run_dir: Path, payload: dict[str, Any]) -> CausalLMPolicy:
+    """The policy of an existing run (its architecture; weights come from the checkpoint ``payload``).
+
+    A ``tiny`` model's tokenizer comes from the checkpoint itself, so a later run that replaced the
+    directory's ``tokenizer/`` cannot pair these weights with another tokenizer.
+    """
     if cfg.policy.model != "tiny":
         return load_policy(cfg.policy)
     from transformers import AutoTokenizer
 
-    tok_dir = run_dir / TOKENIZER_DIR
-    if not tok_dir.is_dir():
-        raise FileNotFoundError(f"{tok_dir} missing: cannot rebuild a tiny-model run without its tokenizer")
-    return load_policy(cfg.policy, tokenizer=AutoTokenizer.from_pretrained(str(tok_dir)))
+    files = payload.get("tokenizer_files")
+    if files is None:  # format-1 checkpoints did not carry it
+        tok_dir = run_dir / TOKENIZER_DIR
+        if not tok_dir.is_dir():
+            raise FileNotFoundError(f"{tok_dir} missing: cannot rebuild a tiny-model run without its tokenizer")
+        logger.warning("this checkpoint predates tokenizers in checkpoints: using %s unverified", tok_dir)
+        return load_policy(cfg.policy, tokenizer=AutoTokenizer.from_pretrained(str(tok_dir)))
+    with tempfile.TemporaryDirectory(prefix="gaca-tokenizer-") as tmp:
+        tokenizer = AutoTokenizer.from_pretrained(str(write_tokenizer_files(files, tmp)))
+    return load_policy(cfg.policy, tokenizer=tokenizer)
 
 
 def warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, dict[str, float]]:
@@ -67,4 +85,4 @@ def warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, dict[st
     }
 
 
-__all__ = ["TOKENIZER_DIR", "load_run_policy", "warm_start"]
+__all__ = ["TOKENIZER_DIR", "load_run_policy", "run_tokenizer_files", "warm_start"]
