@@ -38,10 +38,13 @@ def _relative(x, members, *, norm, eps, leave_one_out=False, self_index=None):
 
 
 def reference_advantages(batch: StepBatch, estimator: str, **kw) -> dict[str, list[float]]:
-    o = dict(gamma=0.95, eps=1e-6, norm="mean_std", episode_stats="trajectory", omega=1.0,
+    o = dict(gamma=0.95, eps=1e-6, norm=None, episode_stats="trajectory", omega=1.0,
              criticality="zscore", weight_map="clip", w0=0.5, kappa=0.25, w_min=0.0, w_max=1.0,
              mixture="convex", no_peer="episode", similarity=None)
     o.update(kw)
+    step_norm = o["norm"] or "mean_std"
+    if o["norm"] is None:  # each estimator's own: classic RLOO centers only
+        o["norm"] = "mean" if estimator == "rloo" else "mean_std"
     n = len(batch)
     g = batch.group_id.tolist()
     t = batch.traj_id.tolist()
@@ -94,7 +97,7 @@ def reference_advantages(batch: StepBatch, estimator: str, **kw) -> dict[str, li
     if o["similarity"] is not None:
         reps = defaultdict(list)  # group -> [(text, key)]
         seen = {}
-        for i in range(n):
+        for i in sorted(range(n), key=lambda i: (g[i], t[i], s[i])):  # (trajectory, step) order
             if (g[i], a[i]) not in seen:
                 text = batch.anchor_text[i]
                 match = next((k for rt, k in reps[g[i]]
@@ -113,7 +116,7 @@ def reference_advantages(batch: StepBatch, estimator: str, **kw) -> dict[str, li
     for rows in step_groups.values():
         values = [returns[i] for i in rows]
         for i in rows:
-            step_level[i] = _relative(returns[i], values, norm=o["norm"], eps=o["eps"])
+            step_level[i] = _relative(returns[i], values, norm=step_norm, eps=o["eps"])
             has_peer[i] = len(rows) > 1
     if estimator == "gigpo":
         adv = [episode[i] + o["omega"] * step_level[i] for i in range(n)]

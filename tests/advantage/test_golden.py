@@ -43,9 +43,13 @@ def test_golden_grpo_gigpo_gaca():
     torch.testing.assert_close(gaca.weight, torch.tensor([w0, 0.0, 0.5, 0.0]))
     # A = (1 − w)·A^E + w·A^S; A^E = A^S here, so the convex mixture leaves every row at ±0.70711.
     torch.testing.assert_close(gaca.advantage, torch.tensor([ae, ae, -ae, -ae]))
-    # RLOO: A = R − mean of the others = ±10, divided by the group std sqrt(50): ±1.41421.
+    # RLOO (classic, unscaled): A = R − mean of the others = 10 − 0 = +10, 0 − 10 = −10.
     rloo = compute_advantages(batch, "rloo")
-    torch.testing.assert_close(rloo.advantage, torch.tensor([1, 1, -1, -1]) * 10 / (math.sqrt(50) + eps))
+    torch.testing.assert_close(rloo.advantage, torch.tensor([10.0, 10.0, -10.0, -10.0]))
+    # Its std-scaled variant, asked for explicitly: ±10 / sqrt(50) = ±1.41421 = GRPO × n/(n−1) = 0.70711 × 2.
+    scaled = compute_advantages(batch, "rloo", norm="mean_std")
+    torch.testing.assert_close(scaled.advantage, torch.tensor([1, 1, -1, -1]) * 10 / (math.sqrt(50) + eps))
+    torch.testing.assert_close(scaled.advantage, grpo.advantage * 2)
 
 
 def test_long_trajectory_returns_are_stable():

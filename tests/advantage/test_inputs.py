@@ -80,7 +80,7 @@ def test_repeated_step_in_a_trajectory_raises():
 @pytest.mark.parametrize(
     "options, pattern",
     [
-        (dict(norm="std"), r"norm='std' is not one of \['mean_std', 'mean'\]"),
+        (dict(norm="std"), r"norm='std' is not one of \['mean_std', 'mean', None\]"),
         (dict(criticality="entropy"), r"criticality='entropy'"),
         (dict(mixture="max"), r"mixture='max'"),
         (dict(gamma=1.5), r"gamma must be in \[0, 1\]"),

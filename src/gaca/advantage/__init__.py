@@ -15,6 +15,7 @@ from gaca.advantage.estimators import (
     AdvantageOutput,
     broadcast_to_tokens,
     compute_advantages,
+    estimator_inputs,
     register_estimator,
 )
 from gaca.advantage.hashing import hash_text, hash_texts, hash_tokens
@@ -27,6 +28,7 @@ __all__ = [
     "StepBatch",
     "broadcast_to_tokens",
     "compute_advantages",
+    "estimator_inputs",
     "hash_text",
     "hash_texts",
     "hash_tokens",

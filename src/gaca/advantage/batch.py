@@ -56,6 +56,10 @@ class StepBatch:
       logprobs: [N, L] float, sampling-policy log-probs of the step's response tokens.
       mask:     [N, L] bool, True on the response tokens; every row needs at least one.
       anchor_text: optional N strings, the anchors' texts; needed only for GiGPO's similarity grouping.
+      penalty:  optional [N] float, the step's invalid-action penalty (>= 0 in practice), kept apart
+                from ``reward`` so that ``AdvantageOptions.conventions`` decides where it applies
+                (gaca: subtracted from the step reward before any return; verl-agent: subtracted
+                after discounting, from the row's own scores). None: no penalty.
 
     Derived at construction (one pass over the log-probs, which is also the finiteness check):
       logprob_sum: [N] float32 or wider, Σ_k mask_ik·logp_ik.   token_count: [N] int32, |mask_i|.
@@ -73,6 +77,7 @@ class StepBatch:
     logprobs: torch.Tensor
     mask: torch.Tensor
     anchor_text: Sequence[str] | None = None
+    penalty: torch.Tensor | None = None
     # Σ_k mask·logp per row, computed once during validation (it is also the finiteness check).
     logprob_sum: torch.Tensor = field(init=False, repr=False, compare=False)
     token_count: torch.Tensor = field(init=False, repr=False, compare=False)
@@ -112,6 +117,14 @@ class StepBatch:
             )
         if self.anchor_text is not None and len(self.anchor_text) != n:
             raise ValueError(f"StepBatch.anchor_text must have N = {n} entries, got {len(self.anchor_text)}")
+        if self.penalty is not None:
+            if not isinstance(self.penalty, torch.Tensor) or not self.penalty.is_floating_point():
+                raise ValueError("StepBatch.penalty must be a float tensor or None")
+            if self.penalty.shape != (n,):
+                raise ValueError(f"StepBatch.penalty must have shape [N] = ({n},), got {tuple(self.penalty.shape)}")
+            bad = ~torch.isfinite(self.penalty)
+            if bad.any():
+                raise ValueError(f"StepBatch.penalty has a non-finite value at row {_first_bad_row(bad)}")
         bad = self.step < 0
         if bad.any():
             raise ValueError(f"StepBatch.step must be >= 0; row {_first_bad_row(bad)} has {int(self.step[bad][0])}")

@@ -33,6 +33,8 @@ def episode_advantage(
     eps: float = 1e-6,
     episode_stats: EpisodeStats = "trajectory",
     leave_one_out: bool = False,
+    row_penalty: torch.Tensor | None = None,
+    lone_keeps_value: bool = False,
 ) -> torch.Tensor:
     """Episode-level advantage A^E(τ), broadcast to every step row of τ.
 
@@ -43,23 +45,33 @@ def episode_advantage(
       - "trajectory" (default): each trajectory counts once, so a long failing trajectory does
         not outweigh a short successful one; this is the statistic GRPO defines.
       - "step": each step row counts (verl-agent's GiGPO code does this), which weights a
-        trajectory by its length.
+        trajectory by its length. Row i's score is then S_i = R(τ(i)) − p_i with ``row_penalty``
+        p (verl-agent's invalid-action penalty, applied after summing), so the rows of one
+        trajectory may differ.
 
     Args:
       traj_return: [num_trajs] float64 R(τ).
       layout:      the batch layout (dense ids).
+      row_penalty: [N] float, p_i ("step" statistics only); None: 0.
+      lone_keeps_value: a group of one member keeps its value (see ``group_normalize``).
     Returns:
-      [N] float64, row i gets A^E of its trajectory.
+      [N] float64, row i gets A^E of its trajectory (of its own score, with a row penalty).
     """
     if episode_stats == "trajectory":
+        if row_penalty is not None:
+            raise ValueError("a row penalty needs episode statistics over step rows (episode_stats='step')")
         per_traj, _ = group_normalize(
-            traj_return, layout.traj_group, layout.num_groups, norm=norm, eps=eps, leave_one_out=leave_one_out
+            traj_return, layout.traj_group, layout.num_groups, norm=norm, eps=eps, leave_one_out=leave_one_out,
+            lone_keeps_value=lone_keeps_value,
         )
         return per_traj.index_select(0, layout.traj)
     if episode_stats == "step":
+        score = traj_return.index_select(0, layout.traj)
+        if row_penalty is not None:
+            score = score - row_penalty.to(score.dtype)
         per_row, _ = group_normalize(
-            traj_return.index_select(0, layout.traj), layout.group, layout.num_groups, norm=norm, eps=eps,
-            leave_one_out=leave_one_out,
+            score, layout.group, layout.num_groups, norm=norm, eps=eps, leave_one_out=leave_one_out,
+            lone_keeps_value=lone_keeps_value,
         )
         return per_row
     raise ValueError(f"episode_stats must be 'trajectory' or 'step', got {episode_stats!r}")

@@ -70,20 +70,37 @@ def _output(batch: StepBatch, advantage: torch.Tensor, episode: torch.Tensor, **
     )
 
 
+def _returns_reward(batch: StepBatch, options: AdvantageOptions) -> torch.Tensor:
+    """The step rewards returns are summed from: with gaca's conventions the invalid-action penalty
+    is part of them; with verl-agent's it is subtracted later, from each row's own scores."""
+    if batch.penalty is None or options.conventions == "verl-agent":
+        return batch.reward
+    return batch.reward - batch.penalty.to(batch.reward.dtype)
+
+
+def _row_penalty(batch: StepBatch, options: AdvantageOptions) -> torch.Tensor | None:
+    return batch.penalty if options.conventions == "verl-agent" else None
+
+
 def _episode(batch: StepBatch, layout: Layout, options: AdvantageOptions, *, leave_one_out: bool = False):
-    returns = episode_returns(batch.reward, layout.traj, layout.num_trajs)
+    returns = episode_returns(_returns_reward(batch, options), layout.traj, layout.num_trajs)
     return episode_advantage(
-        returns, layout, norm=options.norm, eps=options.eps, episode_stats=options.episode_stats,
-        leave_one_out=leave_one_out,
+        returns, layout, norm=options.episode_norm(leave_one_out), eps=options.eps,
+        episode_stats=options.resolved_episode_stats(), leave_one_out=leave_one_out,
+        row_penalty=_row_penalty(batch, options), lone_keeps_value=options.conventions == "verl-agent",
     )
 
 
 def _step_level(batch: StepBatch, layout: Layout, options: AdvantageOptions):
-    returns = discounted_returns(batch.reward, layout, options.gamma)
+    returns = discounted_returns(_returns_reward(batch, options), layout, options.gamma)
+    penalty = _row_penalty(batch, options)
+    if penalty is not None:
+        returns = returns - penalty.to(returns.dtype)
     groups, num_groups = step_groups(
-        layout, batch.anchor, similarity=options.similarity, anchor_text=batch.anchor_text
+        layout, batch.anchor, similarity=options.similarity, anchor_text=batch.anchor_text,
+        conventions=options.conventions,
     )
-    return step_level_advantage(returns, groups, num_groups, norm=options.norm, eps=options.eps)
+    return step_level_advantage(returns, groups, num_groups, norm=options.norm or "mean_std", eps=options.eps)
 
 
 @register_estimator("grpo")
@@ -95,9 +112,24 @@ def grpo(batch: StepBatch, layout: Layout, options: AdvantageOptions) -> Advanta
 
 @register_estimator("rloo")
 def rloo(batch: StepBatch, layout: Layout, options: AdvantageOptions) -> AdvantageOutput:
-    """RLOO: A_i = R(τ) − mean_{τ'≠τ} R(τ') (÷ group std when norm='mean_std')."""
+    """RLOO: A_i = R(τ) − mean_{τ'≠τ} R(τ'), unscaled (Ahmadian et al. 2024, arXiv:2402.14740; verl's
+    ``rloo``). With an explicit norm='mean_std' it is divided by the group std: GRPO × n/(n−1)."""
     episode = _episode(batch, layout, options, leave_one_out=True)
     return _output(batch, episode, episode)
+
+
+#: The optional inputs every estimator may read, beyond the ids, steps and rewards.
+OPTIONAL_INPUTS = frozenset({"anchor", "logprobs"})
+
+
+def estimator_inputs(estimator: str) -> frozenset[str]:
+    """Which of ``OPTIONAL_INPUTS`` ``estimator`` reads (its function's ``inputs`` attribute; all of
+    them when it does not say). A caller that knows an input is unread may pass placeholders for it
+    (e.g. the verl plugin skips the anchors and log-probs of a GRPO batch)."""
+    return frozenset(getattr(ESTIMATORS[estimator], "inputs", OPTIONAL_INPUTS))
+
+
+grpo.inputs = rloo.inputs = frozenset()  # type: ignore[attr-defined]
 
 
 @register_estimator("gigpo")
@@ -134,6 +166,9 @@ def _mixed(batch: StepBatch, layout: Layout, options: AdvantageOptions, *, kappa
 def fixed_mix(batch: StepBatch, layout: Layout, options: AdvantageOptions) -> AdvantageOutput:
     """Fixed mixing: GACA with κ = 0, i.e. every step with a peer gets weight w0."""
     return _mixed(batch, layout, options, kappa=0.0)
+
+
+gigpo.inputs = fixed_mix.inputs = frozenset({"anchor"})  # type: ignore[attr-defined]
 
 
 @register_estimator("gaca")
@@ -180,9 +215,11 @@ def broadcast_to_tokens(values: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
 
 __all__ = [
     "ESTIMATORS",
+    "OPTIONAL_INPUTS",
     "AdvantageOutput",
     "EstimatorFn",
     "broadcast_to_tokens",
     "compute_advantages",
+    "estimator_inputs",
     "register_estimator",
 ]

@@ -47,6 +47,14 @@ def trajectory_layout(batch: StepBatch) -> Layout:
     """
     group, num_groups = dense_ids(batch.group_id)
     traj_local, num_traj_keys = dense_ids(batch.traj_id)
+    n = traj_local.shape[0]
+    if num_traj_keys == n:  # every row its own trajectory (single-turn batches): nothing to sort
+        ones = torch.ones(n, dtype=torch.bool, device=group.device)
+        return Layout(group=group, num_groups=num_groups, traj=traj_local, num_trajs=n,
+                      traj_group=torch.empty_like(group).index_copy_(0, traj_local, group),
+                      traj_len=torch.ones(n, dtype=torch.int64, device=group.device),
+                      order=torch.empty_like(traj_local).index_copy_(0, traj_local, torch.arange(n)),
+                      is_last=ones)
     traj_key = group * num_traj_keys + traj_local  # dense (group, traj) pair key, sorted like the pair
     max_step = int(batch.step.max())
     span = num_groups * num_traj_keys

@@ -19,6 +19,7 @@ def group_normalize(
     norm: Norm = "mean_std",
     eps: float = 1e-6,
     leave_one_out: bool = False,
+    lone_keeps_value: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Relative value of each member against its group.
 
@@ -26,7 +27,8 @@ def group_normalize(
     mean:      A_i =  x_i − b_i
     with baseline b_i = mean_{j∈g(i)} x_j, or with ``leave_one_out`` b_i = mean_{j∈g(i), j≠i} x_j
     (RLOO, Ahmadian et al. 2024). std is unbiased (as ``torch.std``). A group of one member
-    has no baseline: A_i = 0.
+    has no baseline: A_i = 0; with ``lone_keeps_value`` it is taken against baseline 0 and std 1
+    instead, A_i = x_i / (1 + eps) (mean_std) or x_i (mean), as verl-agent's episode level does.
 
     Args:
       values: [M] float, one value per member.
@@ -43,9 +45,11 @@ def group_normalize(
         baseline = torch.where(member_count > 1, (total - values) / others.clamp(min=1), values)
     else:
         baseline = mean.index_select(0, ids)
-    centered = torch.where(member_count > 1, values - baseline, 0.0)
+    alone = member_count <= 1
+    centered = torch.where(alone, values if lone_keeps_value else 0.0, values - baseline)
     if norm == "mean_std":
-        return centered / (std.index_select(0, ids) + eps), member_count
+        scale = torch.where(alone, 1.0, std.index_select(0, ids)) if lone_keeps_value else std.index_select(0, ids)
+        return centered / (scale + eps), member_count
     if norm == "mean":
         return centered, member_count
     raise ValueError(f"norm must be 'mean_std' or 'mean', got {norm!r}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from gaca import validate
 from gaca.advantage.criticality import Criticality
@@ -19,6 +20,9 @@ MAX_OMEGA = 1e3
 MIN_ADDITIVE_W0 = 1e-3
 
 
+Conventions = Literal["gaca", "verl-agent"]
+
+
 @dataclass(frozen=True)
 class AdvantageOptions:
     """Options of every estimator (each estimator reads the ones it uses)."""
@@ -27,10 +31,23 @@ class AdvantageOptions:
     """Discount γ of the step-level returns G_t = Σ_k γ^(k−t) r_k."""
     eps: float = 1e-6
     """Added to every standard deviation before dividing (> 0: a group with equal returns has std 0)."""
-    norm: Norm = "mean_std"
-    """Group normalization: 'mean_std' divides by the group std, 'mean' only centers."""
-    episode_stats: EpisodeStats = "trajectory"
-    """Episode-group statistics over trajectories (GRPO) or over step rows (verl-agent)."""
+    norm: Norm | None = None
+    """Group normalization: 'mean_std' divides by the group std, 'mean' only centers. None: each
+    estimator's own: 'mean' for rloo (classic RLOO, Ahmadian et al. 2024, as verl's ``rloo``),
+    'mean_std' for the others. rloo with 'mean_std' is the leave-one-out advantage divided by the
+    group std, which is GRPO's advantage times n/(n−1): a rescaled GRPO, not RLOO."""
+    episode_stats: EpisodeStats | None = None
+    """Episode-group statistics over trajectories ('trajectory', as GRPO defines them) or over step
+    rows ('step', verl-agent's choice, which weights a trajectory by its length). None: the
+    conventions' own ('trajectory' for gaca, 'step' for verl-agent)."""
+    conventions: Conventions = "gaca"
+    """Whose conventions the shared parts follow. 'gaca': the invalid-action penalty is part of the
+    step reward, before any return is summed; a group of one has no baseline (advantage 0);
+    similarity grouping visits rows in (trajectory, step) order and compares texts without
+    difflib's autojunk. 'verl-agent': verl-agent's GiGPO exactly (docs/verl-agent.md): episode
+    statistics over step rows, the penalty subtracted after discounting from the row's own episode
+    score and discounted return, a lone row keeps its raw score, similarity greedy in the batch's row
+    order with ``SequenceMatcher(None, obs, representative)`` and its default autojunk."""
     omega: float = 1.0
     """Weight ω in [0, 1000] of the step-level term in GiGPO / the additive mixture."""
     criticality: Criticality = "zscore"
@@ -55,9 +72,16 @@ class AdvantageOptions:
 
     def __post_init__(self) -> None:
         for name, annotation in get_type_hints(type(self)).items():
-            choices = get_args(annotation) if get_origin(annotation) is Literal else ()
-            if choices and getattr(self, name) not in choices:
-                raise ValueError(f"option {name}={getattr(self, name)!r} is not one of {list(choices)}")
+            optional = get_origin(annotation) in (Union, UnionType) and type(None) in get_args(annotation)
+            literal = next((a for a in get_args(annotation) if get_origin(a) is Literal), None) if optional \
+                else annotation if get_origin(annotation) is Literal else None
+            value = getattr(self, name)
+            if literal is not None and not (optional and value is None) and value not in get_args(literal):
+                allowed = [*get_args(literal), *([None] if optional else [])]
+                raise ValueError(f"option {name}={value!r} is not one of {allowed}")
+        if self.conventions == "verl-agent" and self.episode_stats == "trajectory":
+            raise ValueError("option episode_stats='trajectory' contradicts conventions='verl-agent' (which takes "
+                             "episode statistics over step rows): leave episode_stats unset")
         check = validate.number
         check("option gamma", self.gamma, 0.0, 1.0)
         check("option eps", self.eps, 0.0, None, lo_open=True)  # eps = 0: 0/0 = NaN on equal returns
@@ -75,6 +99,18 @@ class AdvantageOptions:
         if self.similarity is not None:
             check("option similarity", self.similarity, 0.0, 1.0, lo_open=True, hi_open=True)
 
+    def episode_norm(self, leave_one_out: bool = False) -> Norm:
+        """The normalization of the episode level: ``norm``, or the estimator's own when unset."""
+        if self.norm is not None:
+            return self.norm
+        return "mean" if leave_one_out else "mean_std"
+
+    def resolved_episode_stats(self) -> EpisodeStats:
+        """``episode_stats``, or the conventions' own when unset."""
+        if self.episode_stats is not None:
+            return self.episode_stats
+        return "step" if self.conventions == "verl-agent" else "trajectory"
+
     @classmethod
     def names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
@@ -88,4 +124,4 @@ class AdvantageOptions:
         return cls(**kwargs)
 
 
-__all__ = ["AdvantageOptions"]
+__all__ = ["AdvantageOptions", "Conventions"]

@@ -20,6 +20,12 @@ def dense_ids(keys: torch.Tensor) -> tuple[torch.Tensor, int]:
     Returns:
       ([N] int64 dense ids, S the number of distinct keys).
     """
+    n = keys.shape[0]
+    if n and int(keys.min()) == 0 and int(keys.max()) < n:
+        # Keys that already are 0..S-1, every one present, are their own dense ids: no sort needed.
+        counts = torch.bincount(keys)
+        if bool((counts > 0).all()):
+            return keys, int(counts.shape[0])
     unique, inverse = torch.unique(keys, sorted=True, return_inverse=True)
     return inverse, int(unique.shape[0])
 

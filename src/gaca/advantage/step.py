@@ -26,27 +26,34 @@ def discounted_returns(reward: torch.Tensor, layout: Layout, gamma: float) -> to
     return torch.empty_like(sorted_returns).index_copy_(0, layout.order, sorted_returns)
 
 
-def _similarity_keys(layout: Layout, anchor: torch.Tensor, anchor_text: Sequence[str], threshold: float
-                     ) -> torch.Tensor:
+def _similarity_keys(layout: Layout, anchor: torch.Tensor, anchor_text: Sequence[str], threshold: float,
+                     conventions: str = "gaca") -> torch.Tensor:
     """Replace each anchor by the anchor of its cluster of near-identical texts in its group.
 
     Greedy clustering per episode group: a text joins the first cluster whose representative has
-    difflib ratio >= threshold, else founds a new one. Rows are visited in (trajectory, step) order
-    (``layout.order``, a function of the rows' ids, not of their positions), so the clusters do not
-    depend on the order the rows come in. This is O(U²) string comparisons per group (U distinct
-    anchors) and loops in Python; exact anchors (``similarity=None``) stay vectorized.
+    difflib ratio >= threshold, else founds a new one. gaca's conventions visit rows in (trajectory,
+    step) order (``layout.order``, a function of the rows' ids, not of their positions), so the
+    clusters do not depend on the order the rows come in, and compare with
+    ``SequenceMatcher(None, representative, text, autojunk=False)``; verl-agent's visit rows in the
+    batch's order and compare with ``SequenceMatcher(None, text, representative)`` and difflib's
+    default autojunk (which ignores characters frequent in the representative when it has 200 or
+    more). This is O(U²) string comparisons per group (U distinct anchors) and loops in Python;
+    exact anchors (``similarity=None``) stay vectorized.
     """
     keys = anchor.clone()
     representative_of: dict[tuple[int, int], int] = {}
     clusters: dict[int, list[tuple[str, int]]] = {}
     group, anchors = layout.group.tolist(), anchor.tolist()
-    for row in layout.order.tolist():
+    verl_agent = conventions == "verl-agent"
+    order = range(len(anchors)) if verl_agent else layout.order.tolist()
+    for row in order:
         g, a = group[row], anchors[row]
         known = representative_of.get((g, a))
         if known is None:
             text = anchor_text[row]
             for rep_text, rep_key in clusters.setdefault(g, []):
-                matcher = difflib.SequenceMatcher(None, rep_text, text, autojunk=False)
+                matcher = (difflib.SequenceMatcher(None, text, rep_text) if verl_agent
+                           else difflib.SequenceMatcher(None, rep_text, text, autojunk=False))
                 if matcher.real_quick_ratio() >= threshold and matcher.ratio() >= threshold:
                     known = rep_key
                     break
@@ -64,11 +71,13 @@ def step_groups(
     *,
     similarity: float | None = None,
     anchor_text: Sequence[str] | None = None,
+    conventions: str = "gaca",
 ) -> tuple[torch.Tensor, int]:
     """Dense id of each row's step group S(i): same episode group, same anchor state.
 
     With ``similarity`` in (0, 1), anchors whose texts are at least that similar (difflib ratio)
-    are merged first (GiGPO's similarity grouping; needs ``anchor_text``).
+    are merged first (GiGPO's similarity grouping; needs ``anchor_text``; ``conventions`` as in
+    ``_similarity_keys``).
 
     Returns:
       ([N] int64 dense step-group ids, number of step groups).
@@ -78,7 +87,7 @@ def step_groups(
             raise ValueError(f"similarity must be in (0, 1) or None, got {similarity}")
         if anchor_text is None:
             raise ValueError("similarity grouping needs StepBatch.anchor_text (the anchors' texts)")
-        anchor = _similarity_keys(layout, anchor, anchor_text, similarity)
+        anchor = _similarity_keys(layout, anchor, anchor_text, similarity, conventions)
     return pair_ids(layout.group, layout.num_groups, anchor)
 
 

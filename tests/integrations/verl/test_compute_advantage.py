@@ -16,9 +16,9 @@ from verl.trainer.ppo import core_algos, ray_trainer  # noqa: E402
 from verl.workers.config import ActorConfig  # noqa: E402
 
 import gaca.integrations.verl as gv  # noqa: E402
-from gaca.advantage import compute_advantages  # noqa: E402
+from gaca.advantage import StepBatch, compute_advantages  # noqa: E402
 from gaca.testing.synthetic import synthetic_batch  # noqa: E402
-from tests.integrations.verl.batches import expected_tokens, step_rows_batch, trajectory_rows_batch  # noqa: E402
+from gaca.testing.verl_batches import expected_tokens, step_rows_batch, trajectory_rows_batch  # noqa: E402
 
 ATOL = 1e-5
 
@@ -221,3 +221,22 @@ def test_v1_trainer_batch_gets_an_actionable_error():
     )
     with pytest.raises(KeyError, match="use_v1=False"):
         _verl_compute(data, "gaca", {})
+
+
+def test_rloo_by_default_is_verls_rloo():
+    # One row per trajectory (verl's outcome layout), groups of 2 to 6: classic RLOO, unscaled.
+    gen = torch.Generator().manual_seed(0)
+    sizes = torch.randint(2, 7, (40,), generator=gen)
+    group = torch.repeat_interleave(torch.arange(40), sizes)
+    n = len(group)
+    score = torch.randn(n, generator=gen) * 3
+    batch = StepBatch(group_id=group, traj_id=torch.arange(n), step=torch.zeros(n, dtype=torch.int64),
+                      anchor=torch.zeros(n, dtype=torch.int64), reward=score, logprobs=-torch.rand(n, 2),
+                      mask=torch.ones(n, 2, dtype=torch.bool))
+    token_rewards = torch.zeros(n, 4)
+    token_rewards[:, -1] = score
+    verl_adv, _ = core_algos.compute_rloo_outcome_advantage(token_rewards, torch.ones(n, 4),
+                                                           np.array([f"g{g}" for g in group.tolist()], dtype=object))
+    torch.testing.assert_close(compute_advantages(batch, "rloo").advantage, verl_adv[:, 0], rtol=1e-5, atol=1e-5)
+    scaled = compute_advantages(batch, "rloo", norm="mean_std").advantage
+    assert (scaled - verl_adv[:, 0]).abs().max() > 0.1  # the std-scaled variant is not RLOO

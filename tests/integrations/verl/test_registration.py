@@ -28,7 +28,7 @@ value = None
 if names:
     from omegaconf import OmegaConf
     from gaca.testing.synthetic import synthetic_batch
-    from tests.integrations.verl.batches import step_rows_batch
+    from gaca.testing.verl_batches import step_rows_batch
     data, _ = step_rows_batch(synthetic_batch(60, group_size=3, min_steps=2, max_steps=8, tokens=4, seed=0))
     cfg = OmegaConf.create({"gaca": {"kappa": 0.5}})
     out = ray_trainer.compute_advantage(data, adv_estimator="gaca", gamma=0.95, config=cfg)
@@ -70,7 +70,7 @@ def test_fresh_process_with_external_modules_sees_estimators(probes):
 
     import gaca.integrations.verl  # noqa: F401
     from gaca.testing.synthetic import synthetic_batch
-    from tests.integrations.verl.batches import step_rows_batch
+    from gaca.testing.verl_batches import step_rows_batch
 
     data, _ = step_rows_batch(synthetic_batch(60, group_size=3, min_steps=2, max_steps=8, tokens=4, seed=0))
     out = ray_trainer.compute_advantage(data, adv_estimator="gaca", gamma=0.95,
@@ -102,5 +102,31 @@ def test_ray_worker_sees_estimators():
 
         assert ray.get(probe.remote(), timeout=300) == [
             "gaca", "gigpo", "fixed_mix", "gaca.integrations.verl.estimator"]
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_runtime_env_hook_installs_without_external_modules(monkeypatch):
+    """verl-agent's verl reads no VERL_USE_EXTERNAL_MODULES: RAY_RUNTIME_ENV_HOOK makes Ray run the
+    integration's setup hook in every worker (here with verl-agent's own ray.init runtime env)."""
+    ray = pytest.importorskip("ray")
+    monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
+    monkeypatch.setenv("RAY_RUNTIME_ENV_HOOK", "gaca.integrations.verl.with_setup_hook")
+    env = {"TOKENIZERS_PARALLELISM": "true", "NCCL_DEBUG": "WARN",
+           "PYTHONPATH": os.pathsep.join([SRC, ROOT, os.environ.get("PYTHONPATH", "")])}
+    ray.init(num_cpus=1, include_dashboard=False, runtime_env={"env_vars": env}, log_to_driver=False)
+    try:
+        @ray.remote
+        def probe() -> list:
+            import os
+            import sys
+
+            from verl.trainer.ppo import ray_trainer
+
+            return [os.environ.get("VERL_USE_EXTERNAL_MODULES"), "gaca.integrations.verl" in sys.modules,
+                    ray_trainer.compute_advantage.__module__]
+
+        assert ray.get(probe.remote(), timeout=300) == [None, True, "gaca.integrations.verl.estimator"]
     finally:
         ray.shutdown()

@@ -7,6 +7,10 @@ every Ray worker too, have verl import it itself::
     export VERL_USE_EXTERNAL_MODULES=gaca.integrations.verl
     python -m verl.trainer.main_ppo algorithm.adv_estimator=gaca +algorithm.gaca.kappa=0.25 ...
 
+verl-agent's verl has no ``VERL_USE_EXTERNAL_MODULES``; there Ray installs it in every worker::
+
+    export RAY_RUNTIME_ENV_HOOK=gaca.integrations.verl.with_setup_hook
+
 Settings live under ``algorithm.gaca.*`` with the option names of ``gaca.advantage`` (see
 ``docs/verl.md``). Needs the ``verl`` extra: ``pip install gaca[verl]``.
 """
@@ -21,6 +25,8 @@ from gaca.integrations.verl.estimator import (
     gaca_advantage,
     install,
     is_installed,
+    setup_worker,
+    with_setup_hook,
 )
 from gaca.integrations.verl.tables import StepTable, build_step_table, step_rows_table, trajectory_rows_table
 
@@ -45,6 +51,8 @@ __all__ = [
     "install",
     "is_installed",
     "resolve_config",
+    "setup_worker",
     "step_rows_table",
     "trajectory_rows_table",
+    "with_setup_hook",
 ]

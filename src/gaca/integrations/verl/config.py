@@ -2,12 +2,15 @@
 
 Everything under ``algorithm.gaca`` is either an advantage option with its DESIGN.md name
 (``gamma``, ``eps``, ``norm``, ``episode_stats``, ``omega``, ``criticality``, ``weight_map``, ``w0``,
-``kappa``, ``w_min``, ``w_max``, ``mixture``, ``no_peer``, ``similarity``) or one of the integration
-settings of :class:`VerlSettings` (where to find the step structure in verl's batch). Two advantage
-options fall back to verl's own algorithm keys when they are not set under ``algorithm.gaca``:
+``kappa``, ``w_min``, ``w_max``, ``mixture``, ``no_peer``, ``similarity``, ``conventions``) or one
+of the integration settings of :class:`VerlSettings` (where to find the step structure in verl's
+batch). Options not set under ``algorithm.gaca`` fall back to the trainer's own keys:
 
 - ``gamma``  <- ``algorithm.gamma`` (verl passes it to ``compute_advantage``; verl-agent's GiGPO
   uses it the same way);
+- verl-agent's GiGPO keywords, which its trainer passes to ``compute_advantage``:
+  ``step_advantage_w`` -> ``omega``, ``gigpo_mode`` (``mean_norm``/``mean_std_norm``) -> ``norm``,
+  ``gigpo_enable_similarity`` with ``gigpo_similarity_thresh`` -> ``similarity``;
 - ``norm``   <- ``algorithm.norm_adv_by_std_in_grpo`` (True: ``mean_std``, False: ``mean``).
 """
 
@@ -43,10 +46,28 @@ class VerlSettings:
     sum of ``token_level_rewards`` from its span's first token to the next span's)."""
     step_key: str = "step"
     """Step layout: key (non-tensor or tensor, [B] int) of each row's step index within its
-    trajectory. When absent, the rows of a trajectory are taken to be in step order; verl's
-    ``trainer.balance_batch`` reorders rows, so either record the key or turn balancing off."""
+    trajectory. When absent (verl-agent records none), the order is recovered from the discounted
+    returns under ``returns_key`` and the step rewards (G_t = r_t + γ·G_{t+1}), which survives
+    verl's ``trainer.balance_batch``; without those, the rows of a trajectory are taken to be in
+    step order (with a warning)."""
+    returns_key: str = "step_rewards"
+    """Step layout: key ([B]) of each row's discounted return as verl-agent records it (penalty
+    subtracted); used only to recover the step order when ``step_key`` is absent."""
+    estimator: str | None = None
+    """The gaca estimator to compute whenever verl asks for one of this integration's (``gaca``,
+    ``gigpo``, ``fixed_mix``); None: the one asked for. verl-agent's trainer accepts only its own
+    estimator names: keep ``algorithm.adv_estimator=gigpo`` there and set
+    ``algorithm.gaca.estimator=gaca`` to train with GACA."""
+    penalty: str = "auto"
+    """Step layout: each row's invalid-action penalty. 'auto': verl-agent's, recovered exactly as
+    (its ``episode_rewards``) − (the row's ``token_level_rewards`` sum) when the batch has
+    ``episode_rewards`` and ``is_action_valid``, else none; 'none'; or a key ([B]) holding it."""
 
     def __post_init__(self) -> None:
+        if self.estimator is not None:
+            from gaca.advantage import ESTIMATORS
+
+            ESTIMATORS.check(self.estimator, "algorithm.gaca.estimator")
         for name, annotation in get_type_hints(type(self)).items():
             choices = get_args(annotation) if get_origin(annotation) is Literal else ()
             if choices and getattr(self, name) not in choices:
@@ -86,7 +107,29 @@ def _section(config: Any) -> dict[str, Any]:
     return dict(section)
 
 
-def resolve_config(config: Any, *, gamma: float | None = None, norm_adv_by_std: bool | None = None) -> ResolvedConfig:
+#: verl-agent's GiGPO keywords of ``compute_advantage`` -> (option, value map).
+VERL_AGENT_KEYWORDS = {
+    "step_advantage_w": ("omega", float),
+    "gigpo_mode": ("norm", {"mean_norm": "mean", "mean_std_norm": "mean_std"}.__getitem__),
+}
+
+
+def _verl_agent_options(trainer_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The options verl-agent's GiGPO keywords set (see module docstring)."""
+    out = {}
+    for key, (option, convert) in VERL_AGENT_KEYWORDS.items():
+        if trainer_kwargs.get(key) is not None:
+            try:
+                out[option] = convert(trainer_kwargs[key])
+            except (KeyError, ValueError, TypeError) as e:
+                raise ValueError(f"verl-agent's {key}={trainer_kwargs[key]!r} is not understood") from e
+    if trainer_kwargs.get("gigpo_enable_similarity"):
+        out["similarity"] = float(trainer_kwargs.get("gigpo_similarity_thresh", 0.95))
+    return out
+
+
+def resolve_config(config: Any, *, gamma: float | None = None, norm_adv_by_std: bool | None = None,
+                   trainer_kwargs: Mapping[str, Any] | None = None) -> ResolvedConfig:
     """Split ``algorithm.gaca`` into integration settings and advantage options.
 
     Args:
@@ -94,6 +137,8 @@ def resolve_config(config: Any, *, gamma: float | None = None, norm_adv_by_std: 
       gamma:           verl's ``algorithm.gamma``; used when ``algorithm.gaca.gamma`` is unset.
       norm_adv_by_std: verl's ``algorithm.norm_adv_by_std_in_grpo``; gives ``norm`` when
                        ``algorithm.gaca.norm`` is unset.
+      trainer_kwargs:  further keywords the trainer passed to ``compute_advantage`` (verl-agent's
+                       GiGPO settings; see module docstring).
     Raises:
       ValueError for an unknown key (listing the valid ones) or a bad value.
     """
@@ -110,6 +155,8 @@ def resolve_config(config: Any, *, gamma: float | None = None, norm_adv_by_std: 
     options = {k: v for k, v in section.items() if k in option_names}
     if "gamma" not in options and gamma is not None:
         options["gamma"] = float(gamma)
+    for option, value in _verl_agent_options(trainer_kwargs or {}).items():
+        options.setdefault(option, value)
     if "norm" not in options and norm_adv_by_std is not None:
         options["norm"] = "mean_std" if norm_adv_by_std else "mean"
     AdvantageOptions.from_kwargs(**options)  # validate now, with the option's name in the error

@@ -18,6 +18,7 @@ Per step row i, the token advantage is ``A_i`` on row i's response tokens and 0 
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any
 
 import torch
 
-from gaca.advantage import AdvantageOutput, compute_advantages
+from gaca.advantage import AdvantageOptions, AdvantageOutput, compute_advantages, estimator_inputs
 from gaca.integrations.verl.config import resolve_config
 from gaca.integrations.verl.tables import StepTable, build_step_table
 
@@ -38,6 +39,11 @@ VERL_ESTIMATORS: tuple[str, ...] = ("gaca", "gigpo", "fixed_mix")
 
 # verl's own compute_advantage, set by install().
 _original: Any = None
+
+# The ``config.algorithm`` of the last trainer constructed in this process (set by the wrapper
+# install() puts around ``RayPPOTrainer.__init__``): verl-agent's trainer calls compute_advantage
+# without its config, so the ``algorithm.gaca`` settings are read from here.
+_trainer_algorithm: Any = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,7 @@ def gaca_advantage(
     config: Any = None,
     gamma: float | None = None,
     norm_adv_by_std: bool | None = None,
+    trainer_kwargs: dict[str, Any] | None = None,
 ) -> VerlAdvantage:
     """Token advantages of a verl batch by a ``gaca.advantage`` estimator.
 
@@ -89,12 +96,16 @@ def gaca_advantage(
       config:          verl's ``algorithm`` config; options under ``algorithm.gaca``.
       gamma:           verl's ``algorithm.gamma`` (used unless ``algorithm.gaca.gamma`` is set).
       norm_adv_by_std: verl's ``norm_adv_by_std_in_grpo`` (used unless ``algorithm.gaca.norm`` is set).
+      trainer_kwargs:  other keywords of the trainer's ``compute_advantage`` (verl-agent's GiGPO settings).
     Returns:
       ``VerlAdvantage`` with [B, L] advantages in the dtype of ``token_level_rewards``.
     """
-    resolved = resolve_config(config, gamma=gamma, norm_adv_by_std=norm_adv_by_std)
-    table = build_step_table(data, resolved.settings, need_text=resolved.options.get("similarity") is not None)
-    output = compute_advantages(table.batch, estimator, **resolved.options)
+    resolved = resolve_config(config, gamma=gamma, norm_adv_by_std=norm_adv_by_std, trainer_kwargs=trainer_kwargs)
+    options = AdvantageOptions.from_kwargs(**resolved.options)
+    name = resolved.settings.estimator or estimator
+    table = build_step_table(data, resolved.settings, need_text=options.similarity is not None, gamma=options.gamma,
+                             penalty_in_returns=options.conventions == "gaca", needs=estimator_inputs(name))
+    output = compute_advantages(table.batch, name, **resolved.options)
     dtype = data.batch["token_level_rewards"].dtype
     advantages = table.to_tokens(output.advantage).to(dtype)
     return VerlAdvantage(advantages=advantages, output=output, table=table)
@@ -151,6 +162,8 @@ def compute_advantage(
     (with any extra keywords a forked trainer passes).
     """
     name = estimator_name(adv_estimator)
+    if config is None and name in VERL_ESTIMATORS:
+        config = _trainer_algorithm
     if name not in VERL_ESTIMATORS:
         return _original_compute_advantage()(
             data, adv_estimator=adv_estimator, gamma=gamma, lam=lam, num_repeat=num_repeat,
@@ -160,7 +173,8 @@ def compute_advantage(
         from verl.trainer.ppo.ray_trainer import compute_response_mask
 
         data.batch["response_mask"] = compute_response_mask(data)
-    result = gaca_advantage(data, name, config=config, gamma=gamma, norm_adv_by_std=norm_adv_by_std_in_grpo)
+    result = gaca_advantage(data, name, config=config, gamma=gamma, norm_adv_by_std=norm_adv_by_std_in_grpo,
+                            trainer_kwargs=kwargs)
     data.batch["advantages"] = result.advantages
     data.batch["returns"] = result.advantages.clone()
     if logger.isEnabledFor(logging.INFO):
@@ -187,6 +201,7 @@ def install() -> None:
                 logger.warning("replacing verl's %r advantage estimator %s with GACA's", name, registered)
             registry[name] = fn
 
+    _remember_trainer_config(getattr(ray_trainer, "RayPPOTrainer", None))
     current = ray_trainer.compute_advantage
     if current is compute_advantage:
         return
@@ -200,11 +215,52 @@ def install() -> None:
     logger.debug("gaca: compute_advantage routed through GACA in %s", rebound)
 
 
+def _remember_trainer_config(trainer_class: Any) -> None:
+    """Wrap ``trainer_class.__init__`` so that each new trainer's ``config.algorithm`` becomes the
+    settings of ``compute_advantage`` calls that pass no ``config`` (verl-agent's trainer)."""
+    if trainer_class is None or getattr(trainer_class.__init__, "_gaca_wrapped", False):
+        return
+    original_init = trainer_class.__init__
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        global _trainer_algorithm
+        original_init(self, *args, **kwargs)
+        _trainer_algorithm = getattr(getattr(self, "config", None), "algorithm", None)
+
+    __init__._gaca_wrapped = True  # type: ignore[attr-defined]
+    trainer_class.__init__ = __init__
+
+
+def setup_worker() -> None:
+    """Ray ``worker_process_setup_hook``: install the integration in a Ray worker at its start."""
+    install()
+
+
+def with_setup_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
+    """A Ray ``RAY_RUNTIME_ENV_HOOK``: the job's runtime env plus a ``worker_process_setup_hook`` that
+    installs this integration in every Ray worker of the job.
+
+    For trainers whose verl has no ``VERL_USE_EXTERNAL_MODULES`` (verl-agent's, verl before 0.5):
+    ``export RAY_RUNTIME_ENV_HOOK=gaca.integrations.verl.with_setup_hook`` before launching them.
+    """
+    runtime_env = dict(runtime_env or {})
+    hook = "gaca.integrations.verl.setup_worker"
+    existing = runtime_env.get("worker_process_setup_hook")
+    if existing not in (None, hook):
+        raise ValueError(f"the Ray runtime env already has worker_process_setup_hook={existing!r}; call "
+                         f"{hook} from it to install gaca's verl integration")
+    runtime_env["worker_process_setup_hook"] = hook
+    return runtime_env
+
+
 def is_installed() -> bool:
     """Whether verl's registry and ``compute_advantage`` currently go through this integration."""
     from verl.trainer.ppo import core_algos, ray_trainer
 
-    return ray_trainer.compute_advantage is compute_advantage and all(
+    trainer_class = getattr(ray_trainer, "RayPPOTrainer", None)
+    wrapped = trainer_class is None or getattr(trainer_class.__init__, "_gaca_wrapped", False)
+    return wrapped and ray_trainer.compute_advantage is compute_advantage and all(
         core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is fn for name, fn in _REGISTRY_FNS.items()
     )
 
@@ -217,4 +273,6 @@ __all__ = [
     "gaca_advantage",
     "install",
     "is_installed",
+    "setup_worker",
+    "with_setup_hook",
 ]

@@ -1,4 +1,5 @@
-"""Build verl ``DataProto`` batches of both layouts from a known ``StepBatch``.
+"""Build verl ``DataProto`` batches of both layouts (and verl-agent's) from a known ``StepBatch``
+(tests and benchmarks; needs ``verl``).
 
 Each builder returns the batch and ``owner`` [B, L]: the StepBatch row whose response each token
 is (-1 elsewhere), built here independently of ``gaca.integrations.verl.tables``, so that the
@@ -145,3 +146,42 @@ def trajectory_rows_batch(
 def expected_tokens(advantage: torch.Tensor, owner: torch.Tensor) -> torch.Tensor:
     """[B, L] token advantages: A[owner] on owned tokens, 0 elsewhere."""
     return torch.where(owner >= 0, advantage[owner.clamp(min=0)], torch.zeros((), dtype=advantage.dtype))
+
+
+def verl_agent_batch(sb: StepBatch, invalid: torch.Tensor, *, coef: float = 0.1, gamma: float = 0.95,
+                     seed: int = 0) -> tuple[DataProto, torch.Tensor, StepBatch]:
+    """A batch as verl-agent's trainer hands it to ``compute_advantage`` (from its published pipeline):
+    no step index; ``step_rewards`` = discounted returns computed in step order, then rows reordered
+    (``balance_batch``); the invalid-action penalty ``coef`` subtracted from an invalid row's episode
+    score (on its last token) and from its ``step_rewards``; ``rewards``, ``episode_rewards``,
+    ``is_action_valid`` as its rollout records them.
+
+    Returns the batch, ``owner`` (as ``step_rows_batch``) and the StepBatch (with ``penalty``) the
+    expected advantages come from, rows in the batch's order.
+    """
+    n = len(sb)
+    returns, episode = torch.zeros(n, dtype=torch.float64), torch.zeros(n)
+    for g, t in {(int(g), int(t)) for g, t in zip(sb.group_id, sb.traj_id, strict=True)}:
+        rows = torch.nonzero((sb.group_id == g) & (sb.traj_id == t)).flatten()
+        rows = rows[torch.argsort(sb.step[rows])]
+        episode[rows] = sb.reward[rows].sum()
+        acc = 0.0
+        for i in reversed(rows.tolist()):
+            acc = float(sb.reward[i]) + gamma * acc
+            returns[i] = acc
+    penalty = invalid.float() * coef
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    data, owner = step_rows_batch(StepBatch(**{k: getattr(sb, k)[perm] for k in
+                                             ("group_id", "traj_id", "step", "anchor", "reward", "logprobs", "mask")}),
+                                  with_step=False, seed=seed)
+    last = sb.mask[perm].long().sum(1) - 1
+    scores = torch.zeros(sb.mask.shape)
+    scores[torch.arange(n), last] = episode[perm] - penalty[perm]
+    data.batch["token_level_rewards"] = scores
+    data.batch["step_rewards"] = (returns[perm] - penalty[perm].double()).float()
+    data.non_tensor_batch["episode_rewards"] = episode[perm].numpy()
+    data.non_tensor_batch["is_action_valid"] = (~invalid[perm]).numpy()
+    expected = StepBatch(**{k: getattr(sb, k)[perm] for k in
+                            ("group_id", "traj_id", "step", "anchor", "reward", "logprobs", "mask")},
+                         penalty=penalty[perm])
+    return data, owner, expected
