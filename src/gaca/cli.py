@@ -6,6 +6,7 @@
     gaca eval runs/tiny-alfworld env.num_eval_games=48
     gaca plot runs/tiny-alfworld
     gaca config show --preset tiny-alfworld env.max_steps=20   # the resolved config, documented
+    gaca lab accuracy runs/tiny-alfworld --quick               # credit against Monte-Carlo truth
 """
 
 from __future__ import annotations
@@ -90,6 +91,30 @@ def cmd_config_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lab_accuracy(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from gaca.config import apply_overrides, from_dict
+    from gaca.lab import DEFAULT_GACA, AccuracyConfig, analyze_accuracy, measure_accuracy, write_accuracy_report
+
+    base = vars(AccuracyConfig.quick()) if args.quick else {}
+    cfg = from_dict(AccuracyConfig, apply_overrides(dict(base), args.overrides))
+    out_dir = Path(args.out) if args.out else Path(args.run_dir) / "lab-accuracy"
+    data = measure_accuracy(args.run_dir, cfg)
+    analysis = analyze_accuracy(data)
+    command = "gaca lab accuracy " + " ".join([args.run_dir, *(["--quick"] if args.quick else []), *args.overrides])
+    paths = write_accuracy_report(data, analysis, out_dir, command=command)
+    rows = analysis["undiscounted"]["scores"]["all"]
+    print(f"{analysis['steps_scored']} steps scored against Monte-Carlo truth "
+          f"(noise ceiling r = {analysis['undiscounted']['noise_ceiling']:.2f}); Pearson r [95%]:")
+    for label in ("grpo", "rloo", "gigpo", "fixed_mix w0=0.5", DEFAULT_GACA):
+        if label in rows:
+            r = rows[label]["pearson"]
+            print(f"  {label:28s} {r['value']:6.3f} [{r['lo']:.2f}, {r['hi']:.2f}]")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def _config_source(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--config", help="TOML config file")
@@ -131,6 +156,16 @@ def build_parser() -> argparse.ArgumentParser:
     show = csub.add_parser("show", help="print the resolved config, each field with its documentation")
     _config_source(show)
     show.set_defaults(func=cmd_config_show)
+
+    lab = sub.add_parser("lab", help="measure credit assignment (accuracy against Monte-Carlo truth)")
+    lsub = lab.add_subparsers(dest="lab_command", required=True)
+    acc = lsub.add_parser("accuracy", help="score every estimator's credit on a checkpoint's steps against "
+                          "Monte-Carlo advantages")
+    acc.add_argument("run_dir", help="run directory (or checkpoint.pt) of a trained policy")
+    acc.add_argument("overrides", nargs="*", help="AccuracyConfig key=value, e.g. steps=200 continuations=8")
+    acc.add_argument("--quick", action="store_true", help="a run of about two minutes (4 groups, 48 steps, M=4)")
+    acc.add_argument("--out", help="report directory (default: RUN_DIR/lab-accuracy)")
+    acc.set_defaults(func=cmd_lab_accuracy)
     return p
 
 

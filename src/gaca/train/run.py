@@ -247,12 +247,10 @@ class TrainingRun:
         self._checkpointed = self.state.iteration
 
 
-def evaluate_checkpoint(checkpoint: str | Path, overrides: list[str] | None = None) -> tuple[EvalStats, TrainConfig]:
-    """Load a run's checkpoint (run directory or checkpoint.pt) and evaluate it on the held-out tasks.
-
-    ``overrides`` (``key=value``) change the saved config, e.g. ``env.num_eval_games=50`` or
-    ``eval.temperature=0.5``.
-    """
+def load_checkpoint_policy(checkpoint: str | Path, overrides: list[str] | None = None
+                           ) -> tuple[CausalLMPolicy, TrainConfig]:
+    """The trained policy of a run's checkpoint (run directory or checkpoint.pt) and its config, with
+    ``overrides`` (``key=value``) applied to the saved config; sets the config's thread count."""
     from gaca.config import apply_overrides
 
     path = Path(checkpoint)
@@ -265,8 +263,19 @@ def evaluate_checkpoint(checkpoint: str | Path, overrides: list[str] | None = No
         torch.set_num_threads(cfg.threads)
     policy = load_run_policy(cfg, run_dir, payload)
     policy.load_state_dict(payload["policy"])
+    return policy, cfg
+
+
+def evaluate_checkpoint(checkpoint: str | Path, overrides: list[str] | None = None) -> tuple[EvalStats, TrainConfig]:
+    """Load a run's checkpoint (run directory or checkpoint.pt) and evaluate it on the held-out tasks.
+
+    ``overrides`` (``key=value``) change the saved config, e.g. ``env.num_eval_games=50`` or
+    ``eval.temperature=0.5``.
+    """
+    policy, cfg = load_checkpoint_policy(checkpoint, overrides)
     with eval_pool(cfg) as pool:
         return run_eval(policy, pool, cfg), cfg
 
 
-__all__ = ["Interrupt", "TrainResult", "TrainState", "TrainingRun", "eval_pool", "evaluate_checkpoint", "run_eval"]
+__all__ = ["Interrupt", "TrainResult", "TrainState", "TrainingRun", "eval_pool", "evaluate_checkpoint",
+           "load_checkpoint_policy", "run_eval"]
