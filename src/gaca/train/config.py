@@ -102,6 +102,10 @@ class SFTConfig:
     """Probability that an expert step is replaced by a random admissible action (not trained on);
     the expert's re-planned steps after it teach recovery from places the expert never visits
     (see ``gaca.rollout.collect_expert_examples``)."""
+    cache_dir: str = ""
+    """Directory of warm-start checkpoints shared between runs ('': off). A run whose warm start
+    (seed, policy, SFT and environment settings) matches a cached one loads it instead of repeating
+    SFT; ``gaca lab compare`` uses it so that every estimator of a seed starts from one policy."""
 
     def __post_init__(self) -> None:
         validate.integer("sft.episodes", self.episodes, 0)

@@ -4,16 +4,27 @@ On a fresh run with ``sft.episodes > 0`` the expert plays ``sft.episodes`` train
 detours, ``gaca.rollout.collect_expert_examples``), the ``tiny`` model's tokenizer is fitted to
 those prompts and responses and saved under ``run_dir/tokenizer`` (a resumed run and ``gaca eval``
 load it from there), and the policy is fine-tuned on the examples.
+
+With ``sft.cache_dir`` set, the result (weights, tokenizer, summary) is kept there under a key of
+everything it depends on (``warmstart_key``), and a later run with the same key loads it: the same
+policy, SFT paid once. Everything after the warm start draws from its own seeded generators, so
+a run from the cache repeats the run that filled it exactly.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from gaca.config import to_dict
 from gaca.envs import EnvPool
 from gaca.policy import CausalLMPolicy, fit_tiny_tokenizer, load_policy, sft_warmstart
 from gaca.rollout.expert import collect_expert_examples
@@ -52,10 +63,57 @@ def load_run_policy(cfg: TrainConfig, run_dir: Path, payload: dict[str, Any]) ->
     return load_policy(cfg.policy, tokenizer=tokenizer)
 
 
+#: Settings that never change what a warm start computes (where caches live, how envs are run).
+_NOT_IN_KEY = {"env": ("num_workers", "step_timeout", "eval_split", "num_eval_games", "cache_dir"),
+               "policy": ("cache_dir",), "sft": ("cache_dir",)}
+
+
+def warmstart_key(cfg: TrainConfig) -> str:
+    """A hash of everything the warm start depends on: seed, policy, SFT, the train games, the prompt."""
+    parts = {name: {k: v for k, v in to_dict(getattr(cfg, name)).items() if k not in _NOT_IN_KEY[name]}
+             for name in _NOT_IN_KEY}
+    parts.update(seed=cfg.seed, history_length=cfg.rollout.history_length, format=1)
+    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _cached_warm_start(cfg: TrainConfig, run_dir: Path, path: Path) -> tuple[CausalLMPolicy, dict[str, float]]:
+    from transformers import AutoTokenizer
+
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    tokenizer = None
+    if saved["tokenizer_files"] is not None:
+        tokenizer = AutoTokenizer.from_pretrained(str(write_tokenizer_files(saved["tokenizer_files"],
+                                                                            run_dir / TOKENIZER_DIR)))
+    policy = load_policy(cfg.policy, tokenizer=tokenizer)
+    policy.load_state_dict(saved["policy"])
+    logger.info("warm start loaded from the cache %s", path)
+    return policy, {**saved["summary"], "sft/cached": 1.0}
+
+
+def _save_warm_start(path: Path, policy: CausalLMPolicy, run_dir: Path, cfg: TrainConfig,
+                     summary: dict[str, float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # concurrent runs never share a tmp file
+    torch.save({"policy": policy.state_dict(), "tokenizer_files": run_tokenizer_files(cfg, run_dir),
+                "summary": summary}, tmp)
+    os.replace(tmp, path)
+
+
 def warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, dict[str, float]]:
-    """A fresh run's policy: SFT on expert play when ``sft.episodes > 0``; and the ``sft/…`` summary."""
+    """A fresh run's policy: SFT on expert play when ``sft.episodes > 0`` (or its cached result, see
+    module docstring); and the ``sft/…`` summary."""
     if cfg.sft.episodes == 0:
         return load_policy(cfg.policy), {}
+    cached = Path(cfg.sft.cache_dir) / f"warmstart-{warmstart_key(cfg)}.pt" if cfg.sft.cache_dir else None
+    if cached is not None and cached.is_file():
+        return _cached_warm_start(cfg, run_dir, cached)
+    policy, summary = _fresh_warm_start(cfg, run_dir)
+    if cached is not None:
+        _save_warm_start(cached, policy, run_dir, cfg, summary)
+    return policy, summary
+
+
+def _fresh_warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, dict[str, float]]:
     t0 = time.perf_counter()
     num_games = cfg.env.num_train_games
     with EnvPool.for_split(cfg.env, cfg.env.train_split, min(cfg.sft.episodes, 16), num_games=num_games,
@@ -85,4 +143,4 @@ def warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, dict[st
     }
 
 
-__all__ = ["TOKENIZER_DIR", "load_run_policy", "run_tokenizer_files", "warm_start"]
+__all__ = ["TOKENIZER_DIR", "load_run_policy", "run_tokenizer_files", "warm_start", "warmstart_key"]
