@@ -25,7 +25,9 @@ from gaca.envs.alfworld import (
     games_root,
     generate_game,
     speedups,
+    unseen_rooms,
 )
+from gaca.envs.alfworld.generator import _family_scenes
 from gaca.envs.alfworld.scenes import load_scene, scene_numbers
 from gaca.envs.base import INFO_KEYS, TextEnv
 from gaca.envs.episodes import Turn
@@ -86,15 +88,25 @@ def test_expert_wins_every_family(alf_cache, split):
     env.close()
 
 
-def test_splits_share_no_combination(alf_cache):
+def test_splits_share_no_combination_and_unseen_rooms_no_floor_plan(alf_cache):
     combos = {}
-    for split in ("train", "eval"):
+    for split in ("train", "eval", "unseen_rooms"):
         env = make(split, num_games=N_FAST, cache_dir=alf_cache)
         combos[split] = {(env.game(s).scene, env.game(s).object_target, env.game(s).parent_target)
                          for s in range(N_FAST)}
         for c in combos[split]:
-            assert combo_split(*c) == split
+            assert split == "unseen_rooms" or combo_split(*c) == split
     assert not combos["train"] & combos["eval"]
+    held = unseen_rooms(GenConfig().unseen_rooms_per_type)
+    assert {c[0] for c in combos["unseen_rooms"]} <= held
+    assert not {c[0] for c in combos["train"] | combos["eval"]} & held
+
+
+def test_every_family_has_unseen_rooms():
+    held = unseen_rooms(3)
+    assert len(held) >= 12
+    for task_type in TASK_TYPES:
+        assert held & {s.num for s in _family_scenes(task_type)}, task_type
 
 
 def test_valid_seen_holds_out_games_not_combinations(tmp_path):

@@ -31,7 +31,7 @@ _LAZY = {
     "Engine": "engines", "NativeEngine": "engines", "TextWorldEngine": "engines",
     "GameRecord": "games", "GameSource": "games", "GeneratedGames": "games", "OfficialGames": "games",
     "combo_split": "generator", "default_cache_dir": "generator", "games_root": "generator",
-    "generate_game": "generator", "generate_games": "generator",
+    "generate_game": "generator", "generate_games": "generator", "unseen_rooms": "generator",
 }
 
 

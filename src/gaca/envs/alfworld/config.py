@@ -24,15 +24,18 @@ TASK_TYPES: tuple[str, ...] = (
     "pick_two_obj_and_place",
 )
 #: Bumped whenever generated games would change: part of the cache key.
-GENERATOR_VERSION = 1
-#: gaca split -> directory of the official layout ("eval": unseen (scene, object, receptacle)
-#: combinations; "valid_seen": other games of the train split's combinations).
-SPLIT_DIRS: dict[str, str] = {"train": "train", "eval": "valid_unseen", "valid_seen": "valid_seen"}
-#: gaca split -> the official split directory (official data also names ``valid_unseen`` itself).
+GENERATOR_VERSION = 2
+#: Generated splits -> their directory. ``train``: the training games. ``valid_seen``: other games of
+#: the train split's (scene, object, receptacle) combinations (ALFWorld's name). ``eval``: games of
+#: combinations never trained on, in the training floor plans. ``unseen_rooms``: games in floor plans
+#: that no other split uses (what ALFWorld's ``valid_unseen`` holds out: whole rooms).
+SPLIT_DIRS: dict[str, str] = {"train": "train", "eval": "eval_unseen_combinations", "valid_seen": "valid_seen",
+                              "unseen_rooms": "valid_unseen_rooms"}
+#: gaca split -> the official split directory (official ``valid_unseen`` holds out whole rooms).
 OFFICIAL_SPLITS: dict[str, str] = {"train": "train", "eval": "valid_unseen", "valid_unseen": "valid_unseen",
-                                   "valid_seen": "valid_seen"}
+                                   "unseen_rooms": "valid_unseen", "valid_seen": "valid_seen"}
 
-Split = Literal["train", "eval", "valid_seen"]
+Split = Literal["train", "eval", "valid_seen", "unseen_rooms"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class GenConfig:
     """Reject a game whose expert plan is longer (ALFWorld's step limit is 50)."""
     eval_fraction: float = 0.2
     """Share of (scene, object, receptacle) combinations that belong to the eval split."""
+    unseen_rooms_per_type: int = 3
+    """Floor plans of each room type (kitchen, living room, bedroom, bathroom) that only the
+    ``unseen_rooms`` split uses (more where a task family would otherwise have none)."""
 
     def __post_init__(self) -> None:
         if self.max_receptacles is not None and self.max_receptacles < 3:
@@ -66,6 +72,8 @@ class GenConfig:
             raise ValueError(f"max_plan_length must be >= 1, got {self.max_plan_length}")
         if not 0.0 < self.eval_fraction < 1.0:
             raise ValueError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
+        if not 1 <= self.unseen_rooms_per_type <= 10:
+            raise ValueError(f"unseen_rooms_per_type must be in [1, 10], got {self.unseen_rooms_per_type}")
 
     def key(self) -> str:
         """Short stable hash of the knobs and the generator version (names the cache directory)."""
@@ -77,7 +85,7 @@ class GenConfig:
 class AlfworldConfig(EnvConfig):
     """ALFWorld households (Shridhar et al. 2021, arXiv:2010.03768), generated offline or official."""
 
-    SPLITS: ClassVar[tuple[str, ...]] = ("train", "eval", "valid_seen", "valid_unseen")
+    SPLITS: ClassVar[tuple[str, ...]] = ("train", "eval", "valid_seen", "unseen_rooms", "valid_unseen")
 
     name: str = "alfworld"
     intro: str = "You are an expert agent acting in a text-based household environment (ALFWorld)."

@@ -16,7 +16,9 @@ family ``TASK_TYPES[index % 6]``; its scene, target object and receptacle are dr
 every combination to exactly one split, so train and eval share none). ``valid_seen`` games, like
 ALFWorld's split of that name, draw from the train split's combinations but are other games (their
 own random draws of task, placements and distractors): held-out instances of seen combinations,
-where ``eval`` (``valid_unseen``) holds out the combinations themselves. The world is then filled
+where ``eval`` holds out the combinations themselves. ``unseen_rooms`` games are set in floor plans
+that no other split uses (``unseen_rooms``: a few per room type), as ALFWorld's ``valid_unseen``
+holds out whole rooms. The world is then filled
 (target instances, distractors, lamps), written, and checked with the planner expert: the game is
 kept only if executing the expert's plan wins within ``max_plan_length`` steps; otherwise the next
 attempt is drawn. Generated games are cached on disk under a directory named by the config hash.
@@ -25,6 +27,7 @@ attempt is drawn. Generated games are cached on disk under a directory named by 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -145,15 +148,38 @@ def _candidate_tasks(task_type: str, scene: Scene) -> list[TaskSpec]:
     return tasks
 
 
+def _room_rank(num: int) -> str:
+    return hashlib.sha1(f"room|{num}".encode()).hexdigest()
+
+
+@functools.cache
+def unseen_rooms(per_type: int) -> frozenset[int]:
+    """The floor plans only the ``unseen_rooms`` split uses: per room type the ``per_type`` with the
+    smallest stable hash, plus, for a task family left without one, its eligible plan of smallest hash."""
+    by_room: dict[str, list[int]] = {}
+    for num in scene_numbers():
+        by_room.setdefault(load_scene(num).room, []).append(num)
+    held = {n for nums in by_room.values() for n in sorted(nums, key=_room_rank)[:per_type]}
+    for task_type in TASK_TYPES:
+        eligible = [s.num for s in _family_scenes(task_type) if _candidate_tasks(task_type, s)]
+        if eligible and not held & set(eligible):
+            held.add(min(eligible, key=_room_rank))
+    return frozenset(held)
+
+
 def sample_task(task_type: str, split: Split, rng: random.Random, cfg: GenConfig) -> TaskSpec:
-    """Draw a task of ``task_type`` whose combination belongs to ``split`` (``valid_seen``: to train)."""
+    """Draw a task of ``task_type`` for ``split``: in ``unseen_rooms`` any task of a held-out floor
+    plan; otherwise a task of the other floor plans whose combination belongs to the split
+    (``valid_seen``: to train)."""
     if task_type not in TASK_TYPES:
         raise ValueError(f"unknown task type {task_type!r}; known: {TASK_TYPES}")
+    held = unseen_rooms(cfg.unseen_rooms_per_type)
     owner = "train" if split == "valid_seen" else split
-    scenes = _family_scenes(task_type)
+    scenes = [s for s in _family_scenes(task_type) if (s.num in held) == (split == "unseen_rooms")]
     for _ in range(200):
         scene = rng.choice(scenes)
-        cands = [t for t in _candidate_tasks(task_type, scene) if combo_split(*t.combo, cfg.eval_fraction) == owner]
+        cands = [t for t in _candidate_tasks(task_type, scene)
+                 if split == "unseen_rooms" or combo_split(*t.combo, cfg.eval_fraction) == owner]
         if cands:
             return rng.choice(cands)
     raise RuntimeError(f"no {task_type} task found for split {split!r}")
