@@ -7,6 +7,7 @@
     gaca plot runs/tiny-alfworld
     gaca config show --preset tiny-alfworld env.max_steps=20   # the resolved config, documented
     gaca lab accuracy runs/tiny-alfworld --quick               # credit against Monte-Carlo truth
+    gaca lab compare                                           # estimators x seeds, resumable
 """
 
 from __future__ import annotations
@@ -115,6 +116,33 @@ def cmd_lab_accuracy(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lab_compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from gaca.lab.compare import run_matrix
+    from gaca.lab.compare_report import write_compare_report
+    from gaca.lab.matrix import load_matrix, quick_matrix
+
+    if args.quick:
+        matrix = quick_matrix(args.root or "runs/compare-quick")
+    else:
+        overrides = [*args.overrides, *([f"root={json.dumps(args.root)}"] if args.root else [])]
+        matrix = load_matrix(args.matrix, overrides)
+    status = {} if args.report_only else run_matrix(matrix, progress=not args.no_progress)
+    command = "gaca lab compare " + " ".join(
+        [*([args.matrix] if args.matrix else []), *(["--quick"] if args.quick else []),
+         *([f"--root {args.root}"] if args.root else []), *args.overrides])
+    paths = write_compare_report(matrix, Path(args.out) if args.out else Path(matrix.root) / "report", command=command)
+    failed = {k: v for k, v in status.items() if v.startswith("failed")}
+    left = [k for k, v in status.items() if v == "interrupted"]
+    print(f"{sum(v == 'finished' for v in status.values())} of {len(status)} runs finished"
+          + (f"; interrupted: {len(left)} (run the same command again to continue)" if left else ""))
+    for name, why in failed.items():
+        print(f"  {name}: {why}")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 1 if failed else 130 if left else 0
+
+
 def _config_source(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--config", help="TOML config file")
@@ -166,6 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--quick", action="store_true", help="a run of about two minutes (4 groups, 48 steps, M=4)")
     acc.add_argument("--out", help="report directory (default: RUN_DIR/lab-accuracy)")
     acc.set_defaults(func=cmd_lab_accuracy)
+    cmp_ = lsub.add_parser("compare", help="train a matrix of runs (settings x estimators x seeds), two at a "
+                           "time, resumable; then the paired comparison report")
+    cmp_.add_argument("matrix", nargs="?", help="matrix TOML (default: the shipped gaca/configs/lab/compare.toml)")
+    cmp_.add_argument("overrides", nargs="*", help="matrix key=value, e.g. seeds=[0,1,2,3,4] parallel=1")
+    cmp_.add_argument("--quick", action="store_true", help="two tiny runs of two iterations (a minute or two)")
+    cmp_.add_argument("--root", help="directory of the runs (default: the matrix's root)")
+    cmp_.add_argument("--out", help="report directory (default: ROOT/report)")
+    cmp_.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
+    cmp_.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cmp_.set_defaults(func=cmd_lab_compare)
     return p
 
 

@@ -68,6 +68,12 @@ def _check_value(path: str, tp: Any, value: Any) -> Any:
         if len(args) != len(value):
             raise ConfigError(f"{path} must have {len(args)} entries, got {len(value)}")
         return tuple(_check_value(f"{path}[{i}]", a, v) for i, (a, v) in enumerate(zip(args, value, strict=True)))
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path} must be a list, got {value!r}")
+        (arg,) = typing.get_args(tp) or (Any,)
+        return [from_dict(arg, v, f"{path}[{i}].") if dataclasses.is_dataclass(arg) else
+                _check_value(f"{path}[{i}]", arg, v) for i, v in enumerate(value)]
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{path} must be true or false, got {value!r}")

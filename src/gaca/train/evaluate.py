@@ -32,6 +32,9 @@ class EvalStats:
     """Episodes whose environment failed (raised, hung or died): left out of every rate above."""
     forward_passes: int = 0
     seconds: float = 0.0
+    outcomes: list[dict[str, object]] = field(default_factory=list, repr=False)
+    """Per episode, in the order of the seeds: seed, task_id, family, won, length, invalid steps,
+    crashed (what paired comparisons between policies evaluated on the same games need)."""
 
     def metrics(self, prefix: str = "eval") -> dict[str, float]:
         """Flat namespaced metrics (``eval/success``, ``eval/success/<family>``, …)."""
@@ -64,6 +67,8 @@ def summarize_episodes(episodes: list[Episode]) -> EvalStats:
     for e in played:
         fam[e.task_type or "unknown"].append(e.won)
     steps = sum(e.length for e in played)
+    outcomes = [{"seed": e.seed, "task_id": e.task_id, "family": e.task_type or "unknown", "won": e.won,
+                 "length": e.length, "invalid": e.invalid, "crashed": e.error is not None} for e in episodes]
     return EvalStats(
         success=sum(e.won for e in played) / len(played),
         per_family={k: sum(v) / len(v) for k, v in fam.items()},
@@ -71,6 +76,7 @@ def summarize_episodes(episodes: list[Episode]) -> EvalStats:
         invalid_ratio=sum(e.invalid for e in played) / max(1, steps),
         episodes=len(played),
         crashed=len(episodes) - len(played),
+        outcomes=outcomes,
     )
 
 

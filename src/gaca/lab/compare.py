@@ -1,0 +1,214 @@
+"""Run a comparison matrix: two runs at a time, skipping finished ones and resuming interrupted ones.
+
+    matrix = load_matrix()                 # gaca/configs/lab/compare.toml, or a file of yours
+    run_matrix(matrix)                     # hours; interrupt and call again to continue
+    write_compare_report(matrix, out_dir)  # gaca.lab.compare_report, from whatever has finished
+
+Each run is a child process (``python -m gaca.lab.compare RUN.json``) that trains the run's config
+(``--resume`` when its directory holds a checkpoint, skipped when the checkpoint is final), then
+evaluates the final policy, and the seed's warm-start policy, on every held-out split of the
+matrix, writing ``lab-eval.json`` (per-game outcomes, for paired statistics) after each split.
+A run whose warm start another running run is computing waits for it, so that SFT is paid once per
+(setting, seed) and every estimator starts from that policy. Ctrl-C stops the children at their
+next iteration boundary (they checkpoint) and returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gaca.lab.matrix import CompareMatrix, RunSpec
+
+logger = logging.getLogger(__name__)
+
+EVAL_FILE = "lab-eval.json"
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _eval_record(stats: Any) -> dict[str, Any]:
+    return {"metrics": stats.metrics(), "outcomes": stats.outcomes, "seconds": stats.seconds}
+
+
+def _evaluate_splits(policy: Any, cfg: Any, splits: list[str], path: Path, key: str) -> None:
+    """Evaluate ``policy`` on every split missing from ``path``'s ``key`` table, saving after each."""
+    from gaca.train.run import eval_pool, run_eval
+
+    record = _read_json(path)
+    for split in splits:
+        if split in record.get(key, {}):
+            continue
+        split_cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, eval_split=split))
+        with eval_pool(split_cfg) as pool:
+            stats = run_eval(policy, pool, split_cfg)
+        record = _read_json(path)
+        record.setdefault(key, {})[split] = _eval_record(stats)
+        _write_json(path, record)
+        logger.info("%s on %s: success %.3f", key, split, stats.success)
+
+
+def _final_iteration(run_dir: Path) -> int | None:
+    from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
+
+    if not (run_dir / CHECKPOINT_NAME).is_file():
+        return None
+    return int(load_checkpoint(run_dir)["trainer"]["iteration"])
+
+
+def run_one(spec: dict[str, Any]) -> None:
+    """One run of the matrix, in its own process (see module docstring)."""
+    import torch
+
+    from gaca.train.config import load_config
+    from gaca.train.loop import train
+    from gaca.train.run import load_checkpoint_policy
+    from gaca.train.warmstart import warmstart_key
+
+    cfg = load_config(spec["config"] or None, spec["overrides"], preset=spec["preset"] or None)
+    run_dir = Path(cfg.out_dir)
+    done = _final_iteration(run_dir)
+    if done is None or done < cfg.iterations:
+        resume = done is not None
+        overwrite = not resume and run_dir.is_dir() and any(run_dir.iterdir())
+        logger.info("%s: %s", spec["name"], "resuming" if resume else "training")
+        if train(cfg, resume=resume, overwrite=overwrite).interrupted:
+            raise SystemExit(130)  # checkpointed; the next call of the matrix resumes it
+    splits = list(spec["eval_splits"])
+    policy, final_cfg = load_checkpoint_policy(run_dir)
+    _evaluate_splits(policy, final_cfg, splits, run_dir / EVAL_FILE, "final")
+    warm = Path(cfg.sft.cache_dir) / f"warmstart-{warmstart_key(cfg)}.pt"
+    record_path = run_dir.parent.parent / f"warmstart-seed{cfg.seed}.json"
+    if warm.is_file() and not all(s in _read_json(record_path).get("warmstart", {}) for s in splits):
+        policy.load_state_dict(torch.load(warm, map_location="cpu", weights_only=False)["policy"])
+        _evaluate_splits(policy, final_cfg, splits, record_path, "warmstart")
+    record = _read_json(run_dir / EVAL_FILE)
+    record["complete"] = all(s in record.get("final", {}) for s in splits)
+    _write_json(run_dir / EVAL_FILE, record)
+
+
+def run_finished(run: RunSpec) -> bool:
+    """Trained to its last iteration and evaluated on every split."""
+    record = _read_json(run.out_dir / EVAL_FILE)
+    return bool(record.get("complete")) and all(s in record.get("final", {}) for s in run.matrix.eval_splits)
+
+
+def _warm_key_and_file(run: RunSpec) -> tuple[str, Path]:
+    from gaca.train.warmstart import warmstart_key
+
+    key = warmstart_key(run.config())
+    return key, run.matrix.warmstart_dir / f"warmstart-{key}.pt"
+
+
+def run_matrix(matrix: CompareMatrix, *, progress: bool = True, poll_s: float = 2.0) -> dict[str, str]:
+    """Run every unfinished run of ``matrix``, ``matrix.parallel`` at a time.
+
+    Returns:
+      run name -> "finished" | "failed (exit N, see LOG)" | "interrupted" for each run this call started
+      (runs found finished are "finished" too).
+    """
+    root = Path(matrix.root)
+    (root / "logs").mkdir(parents=True, exist_ok=True)
+    runs = matrix.runs()
+    for run in runs:
+        run.config()  # every config error now, before any run starts
+    status = {run.name: "finished" for run in runs if run_finished(run)}
+    pending = [run for run in runs if run.name not in status]
+    keys = {run.name: _warm_key_and_file(run) for run in pending}
+    running: dict[str, tuple[RunSpec, subprocess.Popen]] = {}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(runs), initial=len(status), desc="runs", unit="run", dynamic_ncols=True)
+    stop = {"requested": False}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop["requested"] = True
+        for _, proc in running.values():
+            proc.send_signal(signal.SIGTERM)  # each run checkpoints at its next iteration boundary
+
+    previous = signal.signal(signal.SIGINT, on_signal)
+    try:
+        while pending or running:
+            while not stop["requested"] and len(running) < matrix.parallel:
+                run = next((r for r in pending if _ready(r, keys, running)), None)
+                if run is None:
+                    break
+                pending.remove(run)
+                running[run.name] = (run, _start(run))
+            for name, (run, proc) in list(running.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                del running[name]
+                if code == 0 and run_finished(run):
+                    status[name] = "finished"
+                elif stop["requested"]:
+                    status[name] = "interrupted"
+                else:
+                    status[name] = f"failed (exit {code}, see {_log_path(run)})"
+                    logger.error("%s %s", name, status[name])
+                if bar is not None:
+                    bar.update(1)
+            if stop["requested"] and not running:
+                break
+            time.sleep(poll_s)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if bar is not None:
+            bar.close()
+    return status
+
+
+def _ready(run: RunSpec, keys: dict[str, tuple[str, Path]], running: dict[str, Any]) -> bool:
+    """A run may start unless another running run is computing the warm start it needs."""
+    key, path = keys[run.name]
+    return path.is_file() or all(keys[other][0] != key for other in running)
+
+
+def _log_path(run: RunSpec) -> Path:
+    return Path(run.matrix.root) / "logs" / (run.name.replace("/", "__") + ".log")
+
+
+def _start(run: RunSpec) -> subprocess.Popen:
+    spec_path = _log_path(run).with_suffix(".json")
+    spec_path.write_text(json.dumps(run.to_json(), indent=1) + "\n")
+    log = open(_log_path(run), "a")
+    log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start {run.name}\n")
+    log.flush()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "gaca.lab.compare", str(spec_path)], stdout=log,
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child process of one run: ``python -m gaca.lab.compare RUN.json``."""
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scheduler sends SIGTERM; Ctrl-C goes to it alone
+    run_one(json.loads(Path(args[0]).read_text()))
+    return 0
+
+
+__all__ = ["EVAL_FILE", "main", "run_finished", "run_matrix", "run_one"]
+
+if __name__ == "__main__":  # pragma: no cover - the scheduler's child process
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""The comparison's report, from whatever runs of the matrix have finished.
+
+    out_dir/report.md     per setting and held-out split, the paper-style table (rows: estimators;
+                          columns: all games and each task family; mean ± std over seeds), the
+                          warm start's success, GACA's paired difference against each baseline with
+                          a bootstrap interval and the seeds on which GACA is ahead, wall time per
+                          iteration and its breakdown
+    out_dir/curves.png    held-out success against environment steps, mean and band over seeds
+    out_dir/final.png     final success per estimator with its spread over seeds
+    out_dir/result.json   every number above, per run, with the commit, configs and commands
+
+Paired differences: every estimator of a seed is evaluated on the same games with the same sampling
+stream, so d = success(GACA) − success(baseline) is formed game by game within a seed; its interval
+is a two-level bootstrap (seeds with replacement, then games within each drawn seed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gaca.lab.compare import EVAL_FILE
+from gaca.lab.matrix import CompareMatrix
+
+REFERENCE = "gaca"
+TIMING = ("time/rollout_s", "time/advantage_s", "time/update_s", "time/eval_s", "time/iteration_s")
+
+
+def _json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _metrics(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut by a crash
+            continue
+    return out
+
+
+def collect(matrix: CompareMatrix) -> dict[str, Any]:
+    """Per setting, estimator and seed: final evaluations, curve, timing; per setting and seed: warm start."""
+    data: dict[str, Any] = {}
+    for run in matrix.runs():
+        record = _json(run.out_dir / EVAL_FILE)
+        metrics = _metrics(run.out_dir)
+        steps, curve = 0.0, []
+        for m in metrics:
+            steps += float(m.get("env/step_rows", 0.0))
+            if "eval/success" in m:
+                curve.append((int(m["iteration"]), steps, float(m["eval/success"])))
+        timing = {k: float(np.mean([m[k] for m in metrics if k in m and m.get("iteration", 0) > 0] or [math.nan]))
+                  for k in TIMING}
+        entry = data.setdefault(run.setting.name, {"runs": {}, "warmstart": {}})
+        entry["runs"].setdefault(run.estimator, {})[run.seed] = {
+            "final": record.get("final", {}), "complete": bool(record.get("complete")), "curve": curve,
+            "timing": timing, "iterations": int(metrics[-1]["iteration"]) if metrics else 0,
+            "config": _json(run.out_dir / "config.json"),
+        }
+        warm = _json(run.out_dir.parent.parent / f"warmstart-seed{run.seed}.json").get("warmstart", {})
+        if warm:
+            entry["warmstart"][run.seed] = warm
+    return data
+
+
+def _success(record: dict[str, Any], family: str | None = None) -> float:
+    outcomes = [o for o in record["outcomes"] if not o["crashed"] and (family is None or o["family"] == family)]
+    return float(np.mean([o["won"] for o in outcomes])) if outcomes else math.nan
+
+
+def paired_difference(ours: list[list[float]], theirs: list[list[float]], *, replicates: int = 2000,
+                      seed: int = 0) -> dict[str, float]:
+    """Mean of ours − theirs over seeds and games (paired by game within a seed), with a two-level
+    bootstrap interval, and how many seeds have ours ahead.
+
+    Args:
+      ours, theirs: per seed, per game outcome (1 won, 0 lost), the games in the same order.
+    """
+    diffs = [np.asarray(a, float) - np.asarray(b, float) for a, b in zip(ours, theirs, strict=True)]
+    if not diffs:
+        return {"mean": math.nan, "lo": math.nan, "hi": math.nan, "seeds": 0, "ahead": 0, "behind": 0}
+    rng = np.random.default_rng(seed)
+    boot = np.empty(replicates)
+    for b in range(replicates):
+        picked = rng.integers(0, len(diffs), len(diffs))
+        boot[b] = np.mean([diffs[k][rng.integers(0, len(diffs[k]), len(diffs[k]))].mean() for k in picked])
+    per_seed = [float(d.mean()) for d in diffs]
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return {"mean": float(np.mean(per_seed)), "lo": float(lo), "hi": float(hi), "seeds": len(diffs),
+            "ahead": sum(d > 0 for d in per_seed), "behind": sum(d < 0 for d in per_seed)}
+
+
+def _mean_std(values: list[float]) -> str:
+    values = [v for v in values if math.isfinite(v)]
+    if not values:
+        return "–"
+    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return f"{np.mean(values):.3f} ± {std:.3f}"
+
+
+def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
+    """All numbers of the report (see module docstring)."""
+    out: dict[str, Any] = {}
+    for setting, entry in data.items():
+        per_split: dict[str, Any] = {}
+        for split in matrix.eval_splits:
+            families = sorted({o["family"] for runs in entry["runs"].values() for r in runs.values()
+                               for o in r["final"].get(split, {}).get("outcomes", [])})
+            rows: dict[str, Any] = {}
+            for est in matrix.estimators:
+                finals = {s: r["final"][split] for s, r in entry["runs"].get(est, {}).items() if split in r["final"]}
+                rows[est] = {"seeds": sorted(finals), "all": [_success(f) for f in finals.values()],
+                             **{fam: [_success(f, fam) for f in finals.values()] for fam in families}}
+            warm = {s: w[split] for s, w in entry["warmstart"].items() if split in w}
+            rows["warm start"] = {"seeds": sorted(warm), "all": [_success(w) for w in warm.values()],
+                                  **{fam: [_success(w, fam) for w in warm.values()] for fam in families}}
+            paired = {}
+            ref = entry["runs"].get(REFERENCE, {})
+            for est in matrix.estimators:
+                if est == REFERENCE:
+                    continue
+                other = entry["runs"].get(est, {})
+                seeds = sorted(s for s in ref if s in other and split in ref[s]["final"] and split in other[s]["final"])
+                won = [[[float(o["won"]) for o in run[s]["final"][split]["outcomes"]] for s in seeds]
+                       for run in (ref, other)]
+                paired[est] = paired_difference(won[0], won[1])
+            per_split[split] = {"families": families, "rows": rows, "paired": paired}
+        timing = {est: {k: float(np.nanmean([r["timing"][k] for r in runs.values()])) for k in TIMING}
+                  for est, runs in entry["runs"].items() if runs}
+        out[setting] = {"splits": per_split, "timing": timing}
+    return out
+
+
+def markdown(summary: dict[str, Any], data: dict[str, Any], matrix: CompareMatrix, command: str) -> str:
+    lines = ["# Learning comparison", "", f"Matrix: estimators {matrix.estimators}, seeds {matrix.seeds}, "
+             f"settings {[s.name for s in matrix.settings]}; command `{command}`. Every estimator at its default "
+             "options, with the same iterations, batch sizes and hyperparameters; a seed's runs share one warm "
+             "start and are evaluated on the same games with the same sampling stream. Success: mean ± std over "
+             "the finished seeds (their number in the second column).", ""]
+    for setting, result in summary.items():
+        lines += [f"## {setting}", ""]
+        for split, table in result["splits"].items():
+            fams = table["families"]
+            lines += [f"### held-out split `{split}`", "",
+                      "| estimator | seeds | all | " + " | ".join(fams) + " |",
+                      "|---|---|---|" + "---|" * len(fams)]
+            for est, row in table["rows"].items():
+                lines.append(f"| {est} | {len(row['seeds'])} | {_mean_std(row['all'])} | "
+                             + " | ".join(_mean_std(row[f]) for f in fams) + " |")
+            lines += ["", f"{REFERENCE} − baseline, paired by game within a seed (two-level bootstrap 95%):", "",
+                      "| baseline | seeds | difference [95%] | seeds gaca ahead / behind |", "|---|---|---|---|"]
+            for est, p in table["paired"].items():
+                if p["seeds"]:
+                    lines.append(f"| {est} | {p['seeds']} | {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] | "
+                                 f"{p['ahead']} / {p['behind']} |")
+            lines.append("")
+        lines += ["Mean seconds per iteration (one thread, two runs side by side):", "",
+                  "| estimator | " + " | ".join(k.split("/")[1][:-2] for k in TIMING) + " |",
+                  "|---|" + "---|" * len(TIMING)]
+        for est, t in result["timing"].items():
+            lines.append(f"| {est} | " + " | ".join(f"{t[k]:.2f}" for k in TIMING) + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def plots(data: dict[str, Any], summary: dict[str, Any], matrix: CompareMatrix, out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    settings = list(data)
+    fig, axes = plt.subplots(1, max(1, len(settings)), figsize=(6 * max(1, len(settings)), 4), squeeze=False)
+    for ax, setting in zip(axes[0], settings, strict=False):
+        for est in matrix.estimators:
+            curves = [r["curve"] for r in data[setting]["runs"].get(est, {}).values() if r["curve"]]
+            if not curves:
+                continue
+            n = min(len(c) for c in curves)
+            x = np.mean([[p[1] for p in c[:n]] for c in curves], axis=0)
+            y = np.array([[p[2] for p in c[:n]] for c in curves])
+            ax.plot(x, y.mean(0), "o-", ms=3, label=f"{est} ({len(curves)} seeds)")
+            if len(curves) > 1:
+                ax.fill_between(x, y.min(0), y.max(0), alpha=0.15)
+        ax.set_title(setting)
+        ax.set_xlabel("environment steps (training)")
+        ax.set_ylabel("held-out success (the run's eval split)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(out_dir / "curves.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+
+    splits = list(matrix.eval_splits)
+    fig, axes = plt.subplots(max(1, len(settings)), len(splits), figsize=(4 * len(splits), 3.2 * max(1, len(settings))),
+                             squeeze=False)
+    for i, setting in enumerate(settings):
+        for j, split in enumerate(splits):
+            ax = axes[i][j]
+            rows = summary[setting]["splits"][split]["rows"]
+            names = [e for e in [*matrix.estimators, "warm start"] if rows.get(e, {}).get("all")]
+            vals = [np.array(rows[e]["all"], dtype=float) for e in names]
+            ax.bar(range(len(names)), [v.mean() for v in vals],
+                   yerr=[v.std(ddof=1) if len(v) > 1 else 0 for v in vals], color="tab:blue", alpha=0.7, capsize=3)
+            for k, v in enumerate(vals):
+                ax.scatter(np.full(len(v), k), v, color="k", s=8, zorder=3)
+            ax.set_xticks(range(len(names)), names, rotation=30, fontsize=8)
+            ax.set_title(f"{setting}: {split}", fontsize=9)
+            ax.set_ylim(0, 1)
+            ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    paths.append(out_dir / "final.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def _won_string(record: dict[str, Any]) -> str:
+    """A split's per-game outcomes in one string (1 won, 0 lost, x crashed), in game order."""
+    return "".join("x" if o["crashed"] else "1" if o["won"] else "0" for o in record["outcomes"])
+
+
+def _run_record(run: dict[str, Any]) -> dict[str, Any]:
+    final = {split: {"metrics": rec["metrics"], "won": _won_string(rec)} for split, rec in run["final"].items()}
+    return {**{k: v for k, v in run.items() if k != "final"}, "final": final}
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def write_compare_report(matrix: CompareMatrix, out_dir: str | Path, *, command: str) -> list[Path]:
+    """Write report.md, curves.png, final.png and result.json from the finished runs."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = collect(matrix)
+    summary = tables(data, matrix)
+    paths = [out_dir / "report.md"]
+    paths[0].write_text(markdown(summary, data, matrix, command))
+    paths += plots(data, summary, matrix, out_dir)
+    raw = {"command": command, "commit": _commit(), "matrix": {k: v for k, v in vars(matrix).items()
+                                                              if k != "settings"},
+           "settings": [vars(s) for s in matrix.settings], "summary": summary,
+           "runs": {setting: {est: {str(seed): _run_record(r) for seed, r in runs.items()}
+                              for est, runs in entry["runs"].items()} for setting, entry in data.items()}}
+    paths.append(out_dir / "result.json")
+    paths[-1].write_text(json.dumps(raw, indent=1, default=str) + "\n")
+    return paths
+
+
+__all__ = ["collect", "markdown", "paired_difference", "plots", "tables", "write_compare_report"]

@@ -1,0 +1,73 @@
+"""``gaca lab compare``: the quick matrix end to end, skipping finished runs, resuming a cut one; paired statistics."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gaca.cli import main
+from gaca.lab.compare import EVAL_FILE, run_matrix
+from gaca.lab.compare_report import paired_difference
+from gaca.lab.matrix import load_matrix, quick_matrix
+from gaca.train import train
+from gaca.train.logger import read_metrics
+
+
+def _starts(log):
+    return log.read_text().count("=== ")
+
+
+def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
+    root = tmp_path / "cmp"
+    matrix = quick_matrix(root)
+    grpo, gaca = matrix.runs()
+    # a run cut after its first iteration, as Ctrl-C or a crash leaves it
+    cut = grpo.config()
+    train(type(cut)(**{**vars(cut), "iterations": 1}))
+    assert main(["lab", "compare", "--quick", "--root", str(root), "--no-progress"]) == 0
+    assert "2 of 2 runs finished" in capsys.readouterr().out
+    assert [r["iteration"] for r in read_metrics(grpo.out_dir)] == [0, 1, 2]  # resumed, not restarted
+    assert "resuming" in (root / "logs" / "quick__grpo__seed0.log").read_text()
+    for run in (grpo, gaca):
+        record = json.loads((run.out_dir / EVAL_FILE).read_text())
+        assert record["complete"] and set(record["final"]) == {"valid_seen", "unseen_rooms"}
+        assert len(record["final"]["unseen_rooms"]["outcomes"]) == 4
+    # every estimator of the seed started from the one cached warm start
+    assert len(list((root / "warmstart").glob("warmstart-*.pt"))) == 1
+    assert read_metrics(gaca.out_dir)[0]["sft/cached"] == 1.0
+    warm = json.loads((root / "quick" / "warmstart-seed0.json").read_text())["warmstart"]
+    assert set(warm) == {"valid_seen", "unseen_rooms"}
+    report = (root / "report" / "report.md").read_text()
+    assert "| grpo | 1 |" in report and "| warm start | 1 |" in report and "held-out split `unseen_rooms`" in report
+    for name in ("curves.png", "final.png", "result.json"):
+        assert (root / "report" / name).stat().st_size > 0
+    # called again: nothing left to run, nothing started
+    logs = {p: _starts(p) for p in (root / "logs").glob("*.log")}
+    assert set(run_matrix(matrix, progress=False).values()) == {"finished"}
+    assert logs == {p: _starts(p) for p in (root / "logs").glob("*.log")}
+
+
+def test_paired_difference():
+    ours = [[1, 1, 0, 1], [1, 0, 0, 0], [1, 1, 1, 0]]
+    theirs = [[0, 1, 0, 1], [1, 0, 0, 0], [0, 1, 0, 0]]
+    p = paired_difference(ours, theirs, replicates=500)
+    assert p["mean"] == pytest.approx(np.mean([0.25, 0.0, 0.5]))
+    assert p["ahead"] == 2 and p["behind"] == 0 and p["seeds"] == 3
+    assert 0.0 <= p["lo"] <= p["mean"] <= p["hi"] <= 0.75
+    same = paired_difference(ours, ours, replicates=50)
+    assert same["mean"] == same["lo"] == same["hi"] == 0.0
+
+
+def test_the_shipped_matrix_loads_and_bad_keys_are_one_line_errors(tmp_path):
+    matrix = load_matrix(None, ["seeds=[0, 1, 2, 3, 4]"])
+    assert matrix.seeds == [0, 1, 2, 3, 4] and [s.name for s in matrix.settings] == ["tiny-alfworld",
+                                                                                      "tiny-alfworld-long"]
+    assert len(matrix.runs()) == 2 * 5 * 5
+    bad = tmp_path / "m.toml"
+    bad.write_text('estimators = ["grpo", "nope"]\n[[settings]]\nname = "a"\npreset = "tiny-alfworld"\n')
+    from gaca.config import ConfigError
+
+    with pytest.raises(ConfigError, match="nope"):
+        load_matrix(bad)
