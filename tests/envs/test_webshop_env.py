@@ -21,8 +21,8 @@ from gaca.envs.webshop.reward import fuzzy_match, normalize_color
 
 
 def make(**kwargs):
-    """``make_env("webshop", ...)``; ``split`` defaults to train."""
-    return make_env("webshop", **kwargs)
+    """``make_env("webshop", ...)`` with WebShop's own page text (the instruction on every page)."""
+    return make_env("webshop", **{"show_instruction": True, **kwargs})
 
 
 @pytest.fixture()
@@ -50,6 +50,9 @@ def test_protocol_and_registry(env):
     obs, info = env.reset(seed=0)
     assert set(INFO_KEYS) <= set(info) and info["valid"] and not info["won"]
     assert obs == f"WebShop [SEP] Instruction: [SEP] {info['task']} [SEP] Search"
+    # through the registry (the trainer's way) the instruction is left to the prompt's task line
+    shown, _ = make_env("webshop", split="train").reset(seed=0)
+    assert shown == "Search"
     assert info["task_type"] in {"beauty", "electronics", "fashion", "food", "furniture"}
     shop = make_env("webshop", split="eval", max_steps=7)
     assert shop.max_steps == 7 and isinstance(shop, WebShopEnv)

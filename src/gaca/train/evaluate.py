@@ -26,6 +26,11 @@ class EvalStats:
     """Mean steps per episode."""
     invalid_ratio: float = 0.0
     """Share of steps with a malformed response or an inadmissible action."""
+    env_return: float = 0.0
+    """Mean sum of the environment's rewards per episode (WebShop: its score in [0, 1])."""
+    terminated: float = 0.0
+    """Share of episodes the environment ended itself (won, or WebShop: bought something) rather
+    than the step limit."""
     episodes: int = 0
     """Episodes played to their end (the rates above are over these)."""
     crashed: int = 0
@@ -42,6 +47,8 @@ class EvalStats:
             f"{prefix}/success": self.success,
             f"{prefix}/episode_length": self.episode_length,
             f"{prefix}/invalid_ratio": self.invalid_ratio,
+            f"{prefix}/return": self.env_return,
+            f"{prefix}/terminated": self.terminated,
             f"{prefix}/episodes": float(self.episodes),
             f"{prefix}/crashed": float(self.crashed),
         }
@@ -68,12 +75,15 @@ def summarize_episodes(episodes: list[Episode]) -> EvalStats:
         fam[e.task_type or "unknown"].append(e.won)
     steps = sum(e.length for e in played)
     outcomes = [{"seed": e.seed, "task_id": e.task_id, "family": e.task_type or "unknown", "won": e.won,
-                 "length": e.length, "invalid": e.invalid, "crashed": e.error is not None} for e in episodes]
+                 "return": e.env_return, "length": e.length, "invalid": e.invalid, "crashed": e.error is not None}
+                for e in episodes]
     return EvalStats(
         success=sum(e.won for e in played) / len(played),
         per_family={k: sum(v) / len(v) for k, v in fam.items()},
         episode_length=steps / len(played),
         invalid_ratio=sum(e.invalid for e in played) / max(1, steps),
+        env_return=sum(e.env_return for e in played) / len(played),
+        terminated=sum(e.done and not e.truncated for e in played) / len(played),
         episodes=len(played),
         crashed=len(episodes) - len(played),
         outcomes=outcomes,

@@ -17,7 +17,9 @@ class WebShopConfig(EnvConfig):
     """
 
     name: str = "webshop"
-    intro: str = "You are an expert agent shopping on a web store (WebShop)."
+    intro: str = ("You are an expert agent shopping on a web store (WebShop). On the search page you write "
+                  "your own query, search[a few words of what you want]; on every other page you click one of "
+                  "the listed elements, click[element].")
     max_steps: int = 15
     backend: Literal["generated", "real"] = "generated"
     """``generated``: WebShop's pages, actions, search and reward over a generated catalogue (offline);
@@ -26,6 +28,9 @@ class WebShopConfig(EnvConfig):
     """Generated backend: seed of the catalogue (products, instructions and their split)."""
     num_products: int | None = 2400
     """Catalogue size (generated: >= 30, about 80 products per type at 2,400; real: None = all)."""
+    show_instruction: bool = False
+    """Generated backend: keep the instruction in every page's observation, as WebShop's text does;
+    false: drop it, as verl-agent's prompt does (the prompt's task line states it once)."""
     human_goals: bool | None = None
     """Real backend: WebShop's human-written instructions (true, WebShop's default when unset) or its
     synthetic ones (false)."""

@@ -87,10 +87,12 @@ class WebShopEnv:
       num_products: catalogue size (>= 30; the default 2,400 gives about 80 products per type).
       max_steps: step limit; reaching it truncates the episode.
       expert: add ``info["expert_plan"]``, the oracle's next action(s) from the current state.
+      show_instruction: keep the instruction in every observation (WebShop's text); False: drop it
+        (``strip_instruction``; the agent's prompt states the task already).
     """
 
     def __init__(self, split: Split = "train", seed: int = 0, num_products: int = 2400, max_steps: int = 15,
-                 expert: bool = False) -> None:
+                 expert: bool = False, show_instruction: bool = True) -> None:
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
         if max_steps < 1:
@@ -99,6 +101,7 @@ class WebShopEnv:
         self.seed = seed
         self.max_steps = max_steps
         self.expert = expert
+        self.show_instruction = show_instruction
         self.catalogue: Catalogue = get_catalogue(num_products, seed)
         self.goals: list[Goal] = self.catalogue.goals[split]
         self._plans: dict[int, OraclePlan] = {}
@@ -126,7 +129,7 @@ class WebShopEnv:
         self.state = PageState()
         self._steps = 0
         self._over = False
-        self._obs = self._render()
+        self._obs = self._observation()
         return self._obs, self._info(valid=True, won=False)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -138,7 +141,7 @@ class WebShopEnv:
         extra: dict[str, Any] = {}
         if bought is not None:
             extra["reward_info"] = bought
-        self._obs = self._render()
+        self._obs = self._observation()
         terminated = self.state.page == "done"
         truncated = not terminated and self._steps >= self.max_steps
         self._over = terminated or truncated
@@ -223,6 +226,10 @@ class WebShopEnv:
         return True, 0.0, None
 
     # ------------------------------------------------------------------ observations
+    def _observation(self) -> str:
+        page = self._render()
+        return page if self.show_instruction or self.goal is None else strip_instruction(page, self.goal.instruction)
+
     def _render(self) -> str:
         s, goal = self.state, self.goal
         assert goal is not None
