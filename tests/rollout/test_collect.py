@@ -191,3 +191,44 @@ def test_real_tiny_policy_rollout_logprobs_match_score():
         scored = policy.score(batch.prompt_ids, batch.response_ids, batch.response_mask).logprobs
     assert torch.allclose(scored, batch.logprobs, atol=1e-4)
     assert batch.forward_passes > 0
+
+
+class LampRoom:
+    """Walk to the lamp, then use it; "go to lamp" is inadmissible once there (ALFWorld's pattern)."""
+
+    max_steps = 8
+
+    def reset(self, *, seed, options=None):
+        self.at_lamp = False
+        return "You are in the room.", self._info(True, False)
+
+    def _info(self, valid, won):
+        return {"task": "use the lamp", "task_id": "lamp", "task_type": "lamp", "valid": valid, "won": won,
+                "admissible_actions": ["use lamp"] if self.at_lamp else ["go to lamp"],
+                "expert_plan": ["use lamp"] if self.at_lamp else ["go to lamp", "use lamp"]}
+
+    def step(self, action):
+        valid = action in self._info(True, False)["admissible_actions"]
+        if not valid:
+            return "Nothing happens.", 0.0, False, False, self._info(False, False)
+        if action == "go to lamp":
+            self.at_lamp = True
+            return "You arrive at the lamp.", 0.0, False, False, self._info(True, False)
+        return "The lamp is on.", 10.0, True, False, self._info(True, True)
+
+    def close(self):
+        pass
+
+
+def test_expert_repeats_teach_what_to_do_after_a_failed_action():
+    from gaca.envs import EnvPool
+
+    with EnvPool.from_envs([LampRoom() for _ in range(8)]) as pool:
+        data = collect_expert_examples(pool, list(range(40)), history_length=2, repeat_prob=0.5, seed=1)
+    assert data.success_rate == 1.0
+    after_failure = [r for p, r in data.examples if "Nothing happens." in p]
+    assert after_failure and all("use lamp" in r for r in after_failure)
+    assert all("go to lamp" not in r for p, r in data.examples if "You arrive at the lamp." in p)
+    with EnvPool.from_envs([LampRoom()]) as pool:  # off by default: no failed action in expert play
+        plain = collect_expert_examples(pool, [0, 1], history_length=2)
+    assert not any("Nothing happens." in p for p, _ in plain.examples)

@@ -10,7 +10,11 @@ hides the object, so its episodes never show a step taken from a wrong place. Wi
 > 0 each step is, with that probability, replaced by a uniformly drawn admissible action (a detour,
 recorded in the episode's history but not as an example); the expert then re-plans from where the
 detour led, and those recovery steps become examples (noise injection into the demonstrator, as in
-DART: Laskey et al. 2017, arXiv:1703.09327).
+DART: Laskey et al. 2017, arXiv:1703.09327). With ``repeat_prob`` > 0 a step is, with that
+probability, the previous action again when the environment no longer accepts it (ALFWorld: "go
+to X" on arriving at X): the commonest mistake of a weak policy. The environment answers with its
+failure text ("Nothing happens."), which expert play never shows otherwise, and the expert's next
+step from there becomes an example: what to do after a failed action.
 """
 
 from __future__ import annotations
@@ -31,15 +35,20 @@ DETOUR = "detour"
 
 
 class DetouringExpert:
-    """Follows ``info["expert_plan"]``; with probability ``detour_prob`` takes a random admissible action.
+    """Follows ``info["expert_plan"]``; with probability ``detour_prob`` takes a random admissible
+    action, and with probability ``repeat_prob`` repeats its previous action when that is no longer
+    admissible (see module docstring).
 
     One generator for all decisions, drawn in turn order (same seed, same detours).
     """
 
-    def __init__(self, detour_prob: float = 0.0, seed: int = 0) -> None:
+    def __init__(self, detour_prob: float = 0.0, seed: int = 0, repeat_prob: float = 0.0) -> None:
         if not 0.0 <= detour_prob < 1.0:
             raise ValueError(f"detour_prob must be in [0, 1), got {detour_prob}")
+        if not 0.0 <= repeat_prob < 1.0:
+            raise ValueError(f"repeat_prob must be in [0, 1), got {repeat_prob}")
         self.detour_prob = detour_prob
+        self.repeat_prob = repeat_prob
         self.rng = random.Random(seed)
 
     def act(self, turns: Sequence[Turn]) -> list[Decision]:
@@ -52,7 +61,11 @@ class DetouringExpert:
                     f" for task {turn.info.get('task_id')!r})"
                 )
             admissible = turn.admissible_actions
-            if self.detour_prob > 0 and admissible and self.rng.random() < self.detour_prob:
+            previous = turn.history[-1][1] if turn.history else None
+            if (self.repeat_prob > 0 and previous is not None and previous not in admissible
+                    and self.rng.random() < self.repeat_prob):
+                out.append(Decision(previous, payload=DETOUR))
+            elif self.detour_prob > 0 and admissible and self.rng.random() < self.detour_prob:
                 out.append(Decision(self.rng.choice(admissible), payload=DETOUR))
             else:
                 out.append(Decision(str(plan[0])))
@@ -77,6 +90,7 @@ def collect_expert_examples(
     thought: str = "",
     detour_prob: float = 0.0,
     seed: int = 0,
+    repeat_prob: float = 0.0,
 ) -> ExpertData:
     """Play each seed's episode with the (detouring) expert and record (prompt, response) pairs.
 
@@ -87,8 +101,9 @@ def collect_expert_examples(
       thought: the text inside ``<think></think>`` of every target.
       detour_prob: probability of a detour at each step, in [0, 1).
       seed: seed of the detour draws (same seed, same examples).
+      repeat_prob: probability of repeating a previous action that is no longer admissible, in [0, 1).
     """
-    played = play_episodes(pool, seeds, DetouringExpert(detour_prob, seed))
+    played = play_episodes(pool, seeds, DetouringExpert(detour_prob, seed, repeat_prob))
     examples = [
         (turn_prompt(s.turn, intro=pool.intro, history_length=history_length),
          format_response(s.decision.action, thought))

@@ -102,6 +102,11 @@ class SFTConfig:
     """Probability that an expert step is replaced by a random admissible action (not trained on);
     the expert's re-planned steps after it teach recovery from places the expert never visits
     (see ``gaca.rollout.collect_expert_examples``)."""
+    repeat_prob: float = 0.0
+    """Probability that an expert step repeats the previous action when the environment no longer
+    accepts it (ALFWorld's "go to X" on arriving at X, answered "Nothing happens."), so that the SFT
+    data shows what to do after a failed action (not trained on; see
+    ``gaca.rollout.collect_expert_examples``)."""
     cache_dir: str = ""
     """Directory of warm-start checkpoints shared between runs ('': off). A run whose warm start
     (seed, policy, SFT and environment settings) matches a cached one loads it instead of repeating
@@ -113,6 +118,7 @@ class SFTConfig:
         validate.integer("sft.batch_size", self.batch_size, 1)
         validate.number("sft.lr", self.lr, 0.0, None, lo_open=True)
         validate.number("sft.detour_prob", self.detour_prob, 0.0, 1.0, hi_open=True)
+        validate.number("sft.repeat_prob", self.repeat_prob, 0.0, 1.0, hi_open=True)
 
 
 @dataclass

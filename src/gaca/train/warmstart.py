@@ -120,7 +120,8 @@ def _fresh_warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, 
                            expert=True) as pool:
         data = collect_expert_examples(pool, [i % num_games for i in range(cfg.sft.episodes)],
                                        history_length=cfg.rollout.history_length, thought=cfg.sft.thought,
-                                       detour_prob=cfg.sft.detour_prob, seed=cfg.seed)
+                                       detour_prob=cfg.sft.detour_prob, seed=cfg.seed,
+                                       repeat_prob=cfg.sft.repeat_prob)
     tokenizer = None
     if cfg.policy.model == "tiny":
         texts = [p for p, _ in data.examples] + [r for _, r in data.examples]
