@@ -26,6 +26,7 @@ import numpy as np
 
 from gaca.lab.compare import EVAL_FILE
 from gaca.lab.matrix import CompareMatrix
+from gaca.lab.report import save_figure
 
 REFERENCE = "gaca"
 TIMING = ("time/rollout_s", "time/advantage_s", "time/update_s", "time/eval_s", "time/iteration_s")
@@ -198,10 +199,7 @@ def plots(data: dict[str, Any], summary: dict[str, Any], matrix: CompareMatrix, 
         ax.set_ylabel("held-out success (the run's eval split)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths.append(out_dir / "curves.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir / "curves.png"))
 
     splits = list(matrix.eval_splits)
     fig, axes = plt.subplots(max(1, len(settings)), len(splits), figsize=(4 * len(splits), 3.2 * max(1, len(settings))),
@@ -220,10 +218,7 @@ def plots(data: dict[str, Any], summary: dict[str, Any], matrix: CompareMatrix, 
             ax.set_title(f"{setting}: {split}", fontsize=9)
             ax.set_ylim(0, 1)
             ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    paths.append(out_dir / "final.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir / "final.png"))
     return paths
 
 

@@ -134,6 +134,16 @@ def gaca_weight(c: float | np.ndarray, wmap: dict[str, Any]) -> np.ndarray:
     return mixing_weight(crit, torch.ones(crit.shape, dtype=torch.bool), **wmap).numpy()
 
 
+def save_figure(fig: Any, path: Path) -> Path:
+    """Lay out, write (120 dpi) and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plots(data: Any, analysis: dict[str, Any], out_dir: Path) -> list[Path]:
     """Write the three PNGs; returns their paths."""
     import matplotlib
@@ -160,10 +170,7 @@ def plots(data: Any, analysis: dict[str, Any], out_dir: Path) -> list[Path]:
     ax.set_xlabel("correlation with the Monte-Carlo advantage (95% bootstrap interval)")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    out.append(out_dir / "correlation.png")
-    fig.savefig(out[-1], dpi=120)
-    plt.close(fig)
+    out.append(save_figure(fig, out_dir / "correlation.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     mix = analysis["mixture"]
@@ -180,10 +187,7 @@ def plots(data: Any, analysis: dict[str, Any], out_dir: Path) -> list[Path]:
     ax.set_ylabel("weight of the step-level signal")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    out.append(out_dir / "mixture.png")
-    fig.savefig(out[-1], dpi=120)
-    plt.close(fig)
+    out.append(save_figure(fig, out_dir / "mixture.png"))
 
     truth = np.asarray(data.steps["truth"], dtype=np.float64)
     shown = [k for k in SCATTER if k in data.estimates]
@@ -197,10 +201,7 @@ def plots(data: Any, analysis: dict[str, Any], out_dir: Path) -> list[Path]:
         ax.set_xlabel("estimated advantage")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("Monte-Carlo advantage")
-    fig.tight_layout()
-    out.append(out_dir / "scatter.png")
-    fig.savefig(out[-1], dpi=120)
-    plt.close(fig)
+    out.append(save_figure(fig, out_dir / "scatter.png"))
     return out
 
 
@@ -225,4 +226,4 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
-__all__ = ["gaca_weight", "markdown", "plots", "write_accuracy_report"]
+__all__ = ["gaca_weight", "markdown", "plots", "save_figure", "write_accuracy_report"]
