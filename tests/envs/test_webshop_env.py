@@ -297,3 +297,18 @@ def test_same_pages_in_another_process():
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**env, "PYTHONHASHSEED": str(h)}).stdout for h in (1, 2)}
     assert len(outs) == 1 and "Total results: 50" in outs.pop()
+
+
+def test_state_key_tells_apart_what_the_page_text_does_not(env):
+    obs, _, _, _, info = _open_target(env, 0)[1]
+    assert info["page"] == "item"
+    option = next((a for a in info["admissible_actions"] if a not in {
+        "click[back to search]", "click[< prev]", "click[description]", "click[features]", "click[reviews]",
+        "click[buy now]"}), None)
+    assert option is not None, "the item has no option to select"
+    obs2, _, _, _, info2 = env.step(option)
+    assert obs2 == obs and info2["admissible_actions"] == info["admissible_actions"]  # the text is the same...
+    assert info2["state_key"] != info["state_key"]  # ...the state is not (an option is selected)
+    env.reset(seed=0)
+    again = _open_target(env, 0)[1][4]
+    assert again["state_key"] == info["state_key"]  # same path, same state

@@ -232,3 +232,9 @@ def test_expert_repeats_teach_what_to_do_after_a_failed_action():
     with EnvPool.from_envs([LampRoom()]) as pool:  # off by default: no failed action in expert play
         plain = collect_expert_examples(pool, [0, 1], history_length=2)
     assert not any("Nothing happens." in p for p, _ in plain.examples)
+
+
+def test_state_anchor_needs_a_state_key():
+    assert anchor_text("obs", ["a"], "state", state_key="k") == "k"
+    with pytest.raises(ValueError, match="state_key"):
+        anchor_text("obs", ["a"], "state")

@@ -48,12 +48,14 @@ class RolloutConfig:
     """Subtracted from a step's reward when its response is malformed or its action is not admissible."""
     stop: str = "</action>"
     """Each response stops after this string (or eos, or max_new_tokens)."""
-    anchor: Literal["observation", "observation+actions"] = "observation+actions"
+    anchor: Literal["observation", "observation+actions", "state"] = "observation+actions"
     """What identifies a step's starting state for step-level grouping (GiGPO's anchor).
     ``observation``: the observation text alone, as verl-agent does; in ALFWorld every failed
     command yields "Nothing happens.", which then merges unrelated states into one step group.
     ``observation+actions``: the observation together with the admissible actions, which in ALFWorld
-    also pin the agent's location, what it holds and which receptacles are open."""
+    also pin the agent's location, what it holds and which receptacles are open.
+    ``state``: the environment's own key of its state (``info["state_key"]``; WebShop gives one,
+    including the options selected on an item page, which its text does not show)."""
 
     def __post_init__(self) -> None:
         validate.integer("rollout.group_size", self.group_size, 1)
@@ -64,8 +66,9 @@ class RolloutConfig:
                         self.temperature, 0.0, None, lo_open=True)
         validate.number("rollout.top_p", self.top_p, 0.0, 1.0, lo_open=True)
         validate.number("rollout.invalid_penalty", self.invalid_penalty, 0.0)
-        if self.anchor not in ("observation", "observation+actions"):
-            raise ValueError(f"rollout.anchor must be 'observation' or 'observation+actions', got {self.anchor!r}")
+        if self.anchor not in ("observation", "observation+actions", "state"):
+            raise ValueError(f"rollout.anchor must be 'observation', 'observation+actions' or 'state', got "
+                             f"{self.anchor!r}")
 
     def agent(self, policy: SamplingPolicy, pool: EnvPool, generator: torch.Generator | None = None, *,
               temperature: float | None = None, top_p: float | None = None) -> PolicyAgent:
@@ -121,8 +124,14 @@ class RolloutBatch:
         return int(self.steps.mask.sum())
 
 
-def anchor_text(observation: str, admissible_actions: list[str], kind: str = "observation+actions") -> str:
+def anchor_text(observation: str, admissible_actions: list[str], kind: str = "observation+actions",
+                state_key: str | None = None) -> str:
     """The text whose hash is a step's anchor (see ``RolloutConfig.anchor``)."""
+    if kind == "state":
+        if state_key is None:
+            raise ValueError("rollout.anchor='state' needs an environment that reports info['state_key'] "
+                             "(WebShop does; ALFWorld does not: use 'observation+actions')")
+        return state_key
     if kind == "observation":
         return observation
     return observation + "\n\x1f" + "\x1f".join(admissible_actions)
@@ -142,7 +151,8 @@ def step_table(steps: list[Step], group_size: int, cfg: RolloutConfig) -> tuple[
         raise TypeError("step_table needs steps decided by a PolicyAgent (SampledResponse payloads)")
     if any(r.response_ids.numel() == 0 for r in sampled):
         raise RuntimeError("the policy returned an empty response (no generated token) for some step")
-    texts = [anchor_text(s.turn.observation, s.turn.admissible_actions, cfg.anchor) for s in steps]
+    texts = [anchor_text(s.turn.observation, s.turn.admissible_actions, cfg.anchor, s.turn.info.get("state_key"))
+             for s in steps]
     width = max(1, max(r.response_ids.shape[0] for r in sampled))
     batch = StepBatch(
         group_id=torch.tensor([s.turn.episode // group_size for s in steps], dtype=torch.int64),

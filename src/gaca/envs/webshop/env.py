@@ -265,6 +265,13 @@ class WebShopEnv:
         opts = ", ".join(f"{g}: {v}" for g, v in s.options.items()) or "none"
         return SEP.join(["Thank you for shopping with us!", "Purchased", "asin", p.asin, "options", opts])
 
+    def state_key(self) -> str:
+        """Everything the shop's next pages depend on: page, query, result page, item, the options
+        selected so far (which the page text does not show) and the open sub page."""
+        s = self.state
+        options = ",".join(f"{k}={v}" for k, v in sorted(s.options.items()))
+        return f"{s.page}|{s.keywords}|{s.page_no}|{s.asin}|{options}|{s.sub}"
+
     def _info(self, *, valid: bool, won: bool, **extra: Any) -> dict[str, Any]:
         goal = self.goal
         assert goal is not None
@@ -277,6 +284,7 @@ class WebShopEnv:
             "valid": valid,
             "page": self.state.page,
             "goal_index": goal.index,
+            "state_key": self.state_key(),
             **extra,
         }
         if self.expert:
