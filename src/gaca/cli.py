@@ -97,13 +97,20 @@ def cmd_lab_accuracy(args: argparse.Namespace) -> int:
 
     from gaca.config import apply_overrides, from_dict
     from gaca.lab import DEFAULT_GACA, AccuracyConfig, analyze_accuracy, measure_accuracy, write_accuracy_report
+    from gaca.lab.accuracy import load_accuracy_data
 
-    base = vars(AccuracyConfig.quick()) if args.quick else {}
-    cfg = from_dict(AccuracyConfig, apply_overrides(dict(base), args.overrides))
-    out_dir = Path(args.out) if args.out else Path(args.run_dir) / "lab-accuracy"
-    data = measure_accuracy(args.run_dir, cfg)
+    if args.from_json:
+        data = load_accuracy_data(args.run_dir)
+        command = json.loads(Path(args.run_dir).read_text())["command"]
+        out_dir = Path(args.out) if args.out else Path(args.run_dir).parent
+    else:
+        base = vars(AccuracyConfig.quick()) if args.quick else {}
+        cfg = from_dict(AccuracyConfig, apply_overrides(dict(base), args.overrides))
+        out_dir = Path(args.out) if args.out else Path(args.run_dir) / "lab-accuracy"
+        data = measure_accuracy(args.run_dir, cfg)
+        command = "gaca lab accuracy " + " ".join([args.run_dir, *(["--quick"] if args.quick else []),
+                                                   *args.overrides])
     analysis = analyze_accuracy(data)
-    command = "gaca lab accuracy " + " ".join([args.run_dir, *(["--quick"] if args.quick else []), *args.overrides])
     paths = write_accuracy_report(data, analysis, out_dir, command=command)
     rows = analysis["undiscounted"]["scores"]["all"]
     print(f"{analysis['steps_scored']} steps scored against Monte-Carlo truth "
@@ -193,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("overrides", nargs="*", help="AccuracyConfig key=value, e.g. steps=200 continuations=8")
     acc.add_argument("--quick", action="store_true", help="a run of about two minutes (4 groups, 48 steps, M=4)")
     acc.add_argument("--out", help="report directory (default: RUN_DIR/lab-accuracy)")
+    acc.add_argument("--from-json", action="store_true",
+                     help="RUN_DIR is a report's result.json: analyze its measured data again, measure nothing")
     acc.set_defaults(func=cmd_lab_accuracy)
     cmp_ = lsub.add_parser("compare", help="train a matrix of runs (settings x estimators x seeds), two at a "
                            "time, resumable; then the paired comparison report")

@@ -83,3 +83,18 @@ def test_stratified_sample_is_balanced_and_within_budget():
 def test_bins():
     assert position_bins(np.array([0, 1, 2, 3, 4, 5]), np.full(6, 6)).tolist() == [0, 0, 1, 1, 2, 2]
     assert np.bincount(quantile_bins(np.r_[np.zeros(5), np.arange(5.0)], 5)).tolist() == [2, 2, 2, 2, 2]
+
+
+def test_paired_deltas_against_a_reference_setting():
+    from gaca.lab.score import score_settings
+
+    rng = np.random.default_rng(0)
+    truth = rng.normal(size=200)
+    estimates = {"good": truth + 0.5 * rng.normal(size=200), "bad": truth + 2.0 * rng.normal(size=200)}
+    groups = np.repeat(np.arange(40), 5)
+    out = score_settings(estimates, truth, np.full(200, 0.1), groups, {"all": np.ones(200, bool)},
+                         replicates=300, rng=np.random.default_rng(1), reference="good")["all"]
+    assert out["good"]["delta_pearson"] == {"value": 0.0, "lo": 0.0, "hi": 0.0}
+    d = out["bad"]["delta_pearson"]
+    assert d["value"] == pytest.approx(out["bad"]["pearson"]["value"] - out["good"]["pearson"]["value"])
+    assert d["hi"] < 0  # paired: clearly worse, although the two correlations' own intervals are wide

@@ -201,6 +201,13 @@ def measure_accuracy(checkpoint: str | Path, cfg: AccuracyConfig) -> AccuracyDat
     )
 
 
+def load_accuracy_data(path: str | Path) -> AccuracyData:
+    """The ``AccuracyData`` saved in a report's ``result.json`` (to analyze it again without re-measuring)."""
+    import json
+
+    return AccuracyData(**json.loads(Path(path).read_text())["data"])
+
+
 def subsets(data: AccuracyData) -> dict[str, np.ndarray]:
     """The step subsets every statistic is also reported on (name -> bool mask [K])."""
     peer = data.array("has_peer").astype(bool)
@@ -228,7 +235,8 @@ def analyze_accuracy(data: AccuracyData, *, bootstrap: int | None = None, seed: 
         truth, se = data.array(key)[keep], data.array(key + "_se")[keep]
         rng = np.random.default_rng(base_seed)
         result[kind] = {
-            "scores": score_settings(estimates, truth, se, groups, masks, replicates=replicates, rng=rng),
+            "scores": score_settings(estimates, truth, se, groups, masks, replicates=replicates, rng=rng,
+                                     reference=DEFAULT_GACA),
             "truth_sd": float(np.std(truth, ddof=1)) if truth.size > 1 else math.nan,
             "truth_se_rms": float(np.sqrt(np.mean(se**2))) if se.size else math.nan,
             "noise_ceiling": _noise_ceiling(truth, se),
@@ -274,4 +282,4 @@ def _nll_vs_optimal_weight(truth, episode, step_level, nll, first_nll) -> dict[s
     return out
 
 
-__all__ = ["AccuracyConfig", "AccuracyData", "analyze_accuracy", "measure_accuracy", "subsets"]
+__all__ = ["AccuracyConfig", "AccuracyData", "analyze_accuracy", "load_accuracy_data", "measure_accuracy", "subsets"]

@@ -32,7 +32,7 @@ def _fmt(cell: dict[str, float], bold: bool = False) -> str:
         return "n/a"
     text = f"{cell['value']:.3f}"
     if math.isfinite(cell["lo"]):
-        text += f" [{cell['lo']:.2f}, {cell['hi']:.2f}]"
+        text += f" [{cell['lo']:.3f}, {cell['hi']:.3f}]"
     return f"**{text}**" if bold else text
 
 
@@ -48,12 +48,15 @@ def _best(rows: dict[str, dict[str, dict[str, float]]], metric: str) -> str | No
 def _main_table(scores: dict[str, Any]) -> list[str]:
     rows = scores["all"]
     best = {m: _best(rows, m) for m in METRICS}
-    lines = ["| estimator | " + " | ".join(METRIC_TITLES[m] for m in METRICS) + " |",
-             "|---|" + "---|" * len(METRICS)]
+    paired = any("delta_pearson" in row for label, row in rows.items() if not label.startswith("_"))
+    lines = ["| estimator | " + " | ".join(METRIC_TITLES[m] for m in METRICS)
+             + (f" | Pearson r − {DEFAULT_GACA}'s (paired)" if paired else "") + " |",
+             "|---|" + "---|" * (len(METRICS) + paired)]
     for label, row in rows.items():
         if label.startswith("_"):
             continue
-        lines.append(f"| {label} | " + " | ".join(_fmt(row[m], best[m] == label) for m in METRICS) + " |")
+        delta = f" | {_fmt(row['delta_pearson'])}" if paired else ""
+        lines.append(f"| {label} | " + " | ".join(_fmt(row[m], best[m] == label) for m in METRICS) + delta + " |")
     return lines
 
 
@@ -183,8 +186,9 @@ def plots(data: Any, analysis: dict[str, Any], out_dir: Path) -> list[Path]:
         grid = np.linspace(min(c.min(), -2), max(c.max(), 2), 100)
         ax.plot(grid, gaca_weight(grid, analysis["weight_map"]), color="tab:blue",
                 label=f"GACA's map (w0={analysis['weight_map']['w0']:g}, κ={analysis['weight_map']['kappa']:g})")
+    ax.set_ylim(-0.5, 1.5)  # w* outside [0, 1] means the fit wants more than a convex mix; wider bars are cut
     ax.set_xlabel("criticality c (quintile mean)")
-    ax.set_ylabel("weight of the step-level signal")
+    ax.set_ylabel("weight of the step-level signal (axis cut at -0.5, 1.5)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     out.append(save_figure(fig, out_dir / "mixture.png"))

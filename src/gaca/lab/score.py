@@ -39,6 +39,7 @@ def score_settings(
     *,
     replicates: int,
     rng: np.random.Generator,
+    reference: str | None = None,
 ) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
     """Statistics of each estimate against the truth, per subset, with bootstrap intervals.
 
@@ -48,6 +49,9 @@ def score_settings(
       groups: [n] episode-group label of each step (the bootstrap's unit).
       subsets: name -> [n] bool mask of the steps it holds.
       replicates: bootstrap replicates B.
+      reference: a label; every setting also gets ``delta_pearson`` and ``delta_spearman``, its
+        correlation minus the reference's, with an interval from the same replicates (paired: the
+        differences between settings are far more certain than each correlation).
     Returns:
       result[subset][label][metric] = {"value", "lo", "hi"} (95% percentile interval), and
       result[subset]["_steps"] = {"value": number of steps, ...}.
@@ -62,15 +66,24 @@ def score_settings(
         per_label: dict[str, dict[str, dict[str, float]]] = {
             "_steps": {"count": {"value": float(mask.sum()), "lo": float("nan"), "hi": float("nan")},
                        "significant": {"value": float(sig.sum()), "lo": float("nan"), "hi": float("nan")}}}
+        replicate_values: dict[tuple[str, str], tuple[float, np.ndarray]] = {}
         for label, estimate in estimates.items():
             x = np.asarray(estimate, dtype=np.float64)[mask]
             row = {}
             for metric, fn in (("pearson", stats.pearson), ("spearman", stats.spearman),
                                ("affine_rmse", stats.affine_rmse)):
-                row[metric] = _summary(fn(x, y, w_full)[0], fn(x, y, w_boot))
+                full, boot = fn(x, y, w_full)[0], fn(x, y, w_boot)
+                replicate_values[label, metric] = (full, boot)
+                row[metric] = _summary(full, boot)
             row["sign"] = _summary(stats.sign_agreement(x[sig], y[sig], w_full[sig])[0],
                                    stats.sign_agreement(x[sig], y[sig], w_boot[:, sig]))
             per_label[label] = row
+        if reference is not None and reference in estimates:
+            for label in estimates:
+                for metric in ("pearson", "spearman"):
+                    full, boot = replicate_values[label, metric]
+                    ref_full, ref_boot = replicate_values[reference, metric]
+                    per_label[label][f"delta_{metric}"] = _summary(full - ref_full, boot - ref_boot)
         out[name] = per_label
     return out
 
