@@ -75,9 +75,9 @@ def test_anchor_keeps_failed_commands_in_different_states_apart():
     batch = collect_rollouts(policy, pool_of(1, max_steps=2), [0], cfg)
     assert batch.steps.anchor.tolist() == [hash_text("You are in room 0."), hash_text("Nothing happens.")]
     with pytest.raises(ValueError, match=r"rollout\.anchor"):
-        RolloutConfig(anchor="state")  # type: ignore[arg-type]
+        RolloutConfig(anchor="page")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"rollout\.anchor must be one of"):
-        from_dict(RolloutConfig, {"anchor": "state"}, "rollout.")
+        from_dict(RolloutConfig, {"anchor": "page"}, "rollout.")
 
 
 def test_step_limit_truncates_and_pool_padding():
