@@ -22,6 +22,8 @@ def test_presets_load_and_validate():
         assert cfg.estimator == "gaca" and cfg.iterations > 0
     tiny = load_config(preset="tiny-alfworld")
     assert tiny.policy.model == "tiny" and tiny.sft.episodes > 0
+    long = load_config(preset="tiny-alfworld-long")  # the comparison's long horizon
+    assert long.env.max_steps >= 30 and len(long.env.task_types) == 6
 
 
 def test_overrides_dotted_typed_and_bare_strings():

@@ -198,7 +198,8 @@ def plots(data: dict[str, Any], summary: dict[str, Any], matrix: CompareMatrix, 
         ax.set_xlabel("environment steps (training)")
         ax.set_ylabel("held-out success (the run's eval split)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # no finished evaluation yet: no legend
+            ax.legend(fontsize=8)
     paths.append(save_figure(fig, out_dir / "curves.png"))
 
     splits = list(matrix.eval_splits)
