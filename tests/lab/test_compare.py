@@ -62,12 +62,47 @@ def test_paired_difference():
 
 def test_the_shipped_matrix_loads_and_bad_keys_are_one_line_errors(tmp_path):
     matrix = load_matrix(None, ["seeds=[0, 1, 2, 3, 4]"])
-    assert matrix.seeds == [0, 1, 2, 3, 4] and [s.name for s in matrix.settings] == ["tiny-alfworld",
-                                                                                      "tiny-alfworld-long"]
-    assert len(matrix.runs()) == 2 * 5 * 5
+    assert matrix.seeds == [0, 1, 2, 3, 4] and [s.name for s in matrix.settings] == [
+        "tiny-alfworld", "tiny-alfworld-long", "tiny-webshop"]
+    assert len(matrix.runs()) == 3 * 5 * 5
     bad = tmp_path / "m.toml"
     bad.write_text('estimators = ["grpo", "nope"]\n[[settings]]\nname = "a"\npreset = "tiny-alfworld"\n')
     from gaca.config import ConfigError
 
     with pytest.raises(ConfigError, match="nope"):
         load_matrix(bad)
+
+
+def test_a_setting_has_its_own_splits_and_a_graded_return_gets_a_score_column(tmp_path):
+    from gaca.lab.compare_report import TIMING, markdown, tables
+
+    path = tmp_path / "m.toml"
+    path.write_text('estimators = ["grpo", "gaca"]\nseeds = [0, 1]\n'
+                    '[[settings]]\nname = "alf"\npreset = "tiny-alfworld"\n'
+                    '[[settings]]\nname = "shop"\npreset = "tiny-webshop"\neval_splits = ["eval"]\n')
+    matrix = load_matrix(path)
+    assert {r.setting.name: r.eval_splits for r in matrix.runs()} == {
+        "alf": ["valid_seen", "eval", "unseen_rooms"], "shop": ["eval"]}
+
+    def record(returns):  # one evaluation: WebShop-like partial returns, success = return 1
+        return {"outcomes": [{"family": "food", "won": r == 1.0, "return": r, "crashed": False} for r in returns]}
+
+    runs = {"gaca": {0: {"final": {"eval": record([1.0, 0.5, 0.5])}}, 1: {"final": {"eval": record([1.0, 1.0, 0.0])}}},
+            "grpo": {0: {"final": {"eval": record([0.5, 0.5, 0.5])}}, 1: {"final": {"eval": record([1.0, 0.0, 0.0])}}}}
+    for est in runs.values():
+        for r in est.values():
+            r["timing"] = {k: 1.0 for k in TIMING}
+    data = {"shop": {"runs": runs, "warmstart": {0: {"eval": record([0.0, 0.5, 0.0])}}}}
+    summary = tables(data, matrix)
+    split = summary["shop"]["splits"]["eval"]
+    assert list(summary["shop"]["splits"]) == ["eval"] and split["graded"]
+    assert split["rows"]["gaca"]["score"] == pytest.approx([200 / 3, 200 / 3])
+    assert split["rows"]["grpo"]["score"] == pytest.approx([50.0, 100 / 3])
+    assert split["paired_score"]["grpo"]["mean"] == pytest.approx(np.mean([50 / 3, 100 / 3]))
+    assert split["paired"]["grpo"]["mean"] == pytest.approx(np.mean([1 / 3, 1 / 3]))
+    text = markdown(summary, data, matrix, "cmd")
+    assert "| gaca | 2 | 66.7 ± 0.0 | 0.500 ± 0.236 |" in text and "score (100 × return)" in text
+    # ALFWorld's return is its success: no score column
+    timing = {k: 1.0 for k in TIMING}
+    data = {"alf": {"runs": {"gaca": {0: {"final": {"eval": record([1.0, 0.0])}, "timing": timing}}}, "warmstart": {}}}
+    assert not tables(data, matrix)["alf"]["splits"]["eval"]["graded"]

@@ -106,7 +106,7 @@ def run_one(spec: dict[str, Any]) -> None:
 def run_finished(run: RunSpec) -> bool:
     """Trained to its last iteration and evaluated on every split."""
     record = _read_json(run.out_dir / EVAL_FILE)
-    return bool(record.get("complete")) and all(s in record.get("final", {}) for s in run.matrix.eval_splits)
+    return bool(record.get("complete")) and all(s in record.get("final", {}) for s in run.eval_splits)
 
 
 def _warm_key_and_file(run: RunSpec) -> tuple[str, Path]:

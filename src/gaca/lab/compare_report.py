@@ -74,9 +74,24 @@ def collect(matrix: CompareMatrix) -> dict[str, Any]:
     return data
 
 
+def _outcomes(record: dict[str, Any], family: str | None = None) -> list[dict[str, Any]]:
+    return [o for o in record["outcomes"] if not o["crashed"] and (family is None or o["family"] == family)]
+
+
 def _success(record: dict[str, Any], family: str | None = None) -> float:
-    outcomes = [o for o in record["outcomes"] if not o["crashed"] and (family is None or o["family"] == family)]
+    outcomes = _outcomes(record, family)
     return float(np.mean([o["won"] for o in outcomes])) if outcomes else math.nan
+
+
+def _score(record: dict[str, Any], family: str | None = None) -> float:
+    """100 × the mean episode return (WebShop's score)."""
+    outcomes = _outcomes(record, family)
+    return 100.0 * float(np.mean([o["return"] for o in outcomes])) if outcomes else math.nan
+
+
+def _graded(records: list[dict[str, Any]]) -> bool:
+    """Whether returns carry more than success (partial credit, as WebShop's score does)."""
+    return any(float(o.get("return", o["won"])) != float(o["won"]) for r in records for o in r["outcomes"])
 
 
 def paired_difference(ours: list[list[float]], theirs: list[list[float]], *, replicates: int = 2000,
@@ -101,20 +116,21 @@ def paired_difference(ours: list[list[float]], theirs: list[list[float]], *, rep
             "ahead": sum(d > 0 for d in per_seed), "behind": sum(d < 0 for d in per_seed)}
 
 
-def _mean_std(values: list[float]) -> str:
+def _mean_std(values: list[float], digits: int = 3) -> str:
     values = [v for v in values if math.isfinite(v)]
     if not values:
         return "–"
     std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-    return f"{np.mean(values):.3f} ± {std:.3f}"
+    return f"{np.mean(values):.{digits}f} ± {std:.{digits}f}"
 
 
 def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
     """All numbers of the report (see module docstring)."""
     out: dict[str, Any] = {}
+    specs = {spec.name: spec for spec in matrix.settings}
     for setting, entry in data.items():
         per_split: dict[str, Any] = {}
-        for split in matrix.eval_splits:
+        for split in matrix.splits_of(specs[setting]):
             families = sorted({o["family"] for runs in entry["runs"].values() for r in runs.values()
                                for o in r["final"].get(split, {}).get("outcomes", [])})
             rows: dict[str, Any] = {}
@@ -125,7 +141,15 @@ def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
             warm = {s: w[split] for s, w in entry["warmstart"].items() if split in w}
             rows["warm start"] = {"seeds": sorted(warm), "all": [_success(w) for w in warm.values()],
                                   **{fam: [_success(w, fam) for w in warm.values()] for fam in families}}
-            paired = {}
+            records = [r["final"][split] for runs in entry["runs"].values() for r in runs.values()
+                       if split in r["final"]] + list(warm.values())
+            graded = _graded(records)
+            if graded:
+                for est in matrix.estimators:
+                    finals = [r["final"][split] for r in entry["runs"].get(est, {}).values() if split in r["final"]]
+                    rows[est]["score"] = [_score(f) for f in finals]
+                rows["warm start"]["score"] = [_score(w) for w in warm.values()]
+            paired, paired_score = {}, {}
             ref = entry["runs"].get(REFERENCE, {})
             for est in matrix.estimators:
                 if est == REFERENCE:
@@ -135,7 +159,12 @@ def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
                 won = [[[float(o["won"]) for o in run[s]["final"][split]["outcomes"]] for s in seeds]
                        for run in (ref, other)]
                 paired[est] = paired_difference(won[0], won[1])
-            per_split[split] = {"families": families, "rows": rows, "paired": paired}
+                if graded:
+                    score = [[[100.0 * float(o["return"]) for o in run[s]["final"][split]["outcomes"]] for s in seeds]
+                             for run in (ref, other)]
+                    paired_score[est] = paired_difference(score[0], score[1])
+            per_split[split] = {"families": families, "rows": rows, "paired": paired, "graded": graded,
+                                "paired_score": paired_score}
         timing = {est: {k: float(np.nanmean([r["timing"][k] for r in runs.values()])) for k in TIMING}
                   for est, runs in entry["runs"].items() if runs}
         out[setting] = {"splits": per_split, "timing": timing}
@@ -152,18 +181,24 @@ def markdown(summary: dict[str, Any], data: dict[str, Any], matrix: CompareMatri
         lines += [f"## {setting}", ""]
         for split, table in result["splits"].items():
             fams = table["families"]
+            score = ["score (100 × return)"] if table["graded"] else []
             lines += [f"### held-out split `{split}`", "",
-                      "| estimator | seeds | all | " + " | ".join(fams) + " |",
-                      "|---|---|---|" + "---|" * len(fams)]
+                      "| estimator | seeds | " + " | ".join([*score, "success: all", *fams]) + " |",
+                      "|---|---|" + "---|" * (len(score) + 1 + len(fams))]
             for est, row in table["rows"].items():
-                lines.append(f"| {est} | {len(row['seeds'])} | {_mean_std(row['all'])} | "
-                             + " | ".join(_mean_std(row[f]) for f in fams) + " |")
-            lines += ["", f"{REFERENCE} − baseline, paired by game within a seed (two-level bootstrap 95%):", "",
-                      "| baseline | seeds | difference [95%] | seeds gaca ahead / behind |", "|---|---|---|---|"]
-            for est, p in table["paired"].items():
-                if p["seeds"]:
-                    lines.append(f"| {est} | {p['seeds']} | {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] | "
-                                 f"{p['ahead']} / {p['behind']} |")
+                cells = ([_mean_std(row["score"], digits=1)] if score else []) + [_mean_std(row["all"])]
+                lines.append(f"| {est} | {len(row['seeds'])} | " + " | ".join(cells + [_mean_std(row[f]) for f in fams])
+                             + " |")
+            for name, paired in (("success", table["paired"]), ("score", table["paired_score"])):
+                if not any(p["seeds"] for p in paired.values()):
+                    continue
+                lines += ["", f"{REFERENCE} − baseline, {name}, paired by game within a seed (two-level bootstrap "
+                          "95%):", "", "| baseline | seeds | difference [95%] | seeds gaca ahead / behind |",
+                          "|---|---|---|---|"]
+                for est, p in paired.items():
+                    if p["seeds"]:
+                        lines.append(f"| {est} | {p['seeds']} | {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] | "
+                                     f"{p['ahead']} / {p['behind']} |")
             lines.append("")
         lines += ["Mean seconds per iteration (one thread, two runs side by side):", "",
                   "| estimator | " + " | ".join(k.split("/")[1][:-2] for k in TIMING) + " |",
@@ -202,10 +237,14 @@ def plots(data: dict[str, Any], summary: dict[str, Any], matrix: CompareMatrix, 
             ax.legend(fontsize=8)
     paths.append(save_figure(fig, out_dir / "curves.png"))
 
-    splits = list(matrix.eval_splits)
-    fig, axes = plt.subplots(max(1, len(settings)), len(splits), figsize=(4 * len(splits), 3.2 * max(1, len(settings))),
+    specs = {spec.name: spec for spec in matrix.settings}
+    width = max(len(matrix.splits_of(specs[s])) for s in settings) if settings else 1
+    fig, axes = plt.subplots(max(1, len(settings)), width, figsize=(4 * width, 3.2 * max(1, len(settings))),
                              squeeze=False)
     for i, setting in enumerate(settings):
+        splits = matrix.splits_of(specs[setting])
+        for ax in axes[i][len(splits):]:
+            ax.set_axis_off()
         for j, split in enumerate(splits):
             ax = axes[i][j]
             rows = summary[setting]["splits"][split]["rows"]

@@ -44,6 +44,8 @@ class SettingSpec:
     """A TOML config file (relative to the matrix file); or give ``preset``."""
     overrides: list[str] = field(default_factory=list)
     """``key=value`` overrides on top of the preset or file, for every run of the setting."""
+    eval_splits: list[str] = field(default_factory=list)
+    """Held-out splits of this setting (empty: the matrix's ``eval_splits``; WebShop has only ``eval``)."""
 
     def __post_init__(self) -> None:
         if bool(self.preset) == bool(self.config):
@@ -81,6 +83,10 @@ class CompareMatrix:
         if len(set(names)) != len(names):
             raise ValueError(f"setting names must be distinct, got {names}")
 
+    def splits_of(self, setting: SettingSpec) -> list[str]:
+        """The held-out splits a setting's runs are evaluated on."""
+        return list(setting.eval_splits or self.eval_splits)
+
     @property
     def warmstart_dir(self) -> Path:
         return Path(self.root) / "warmstart"
@@ -107,6 +113,10 @@ class RunSpec:
     def out_dir(self) -> Path:
         return Path(self.matrix.root) / self.setting.name / self.estimator / f"seed{self.seed}"
 
+    @property
+    def eval_splits(self) -> list[str]:
+        return self.matrix.splits_of(self.setting)
+
     def overrides(self) -> list[str]:
         cache = json.dumps(str(self.matrix.warmstart_dir))
         return [*self.setting.overrides, f"estimator={json.dumps(self.estimator)}", f"seed={self.seed}",
@@ -123,7 +133,7 @@ class RunSpec:
         """What the run's worker process needs (``gaca.lab.compare.run_one``)."""
         cfg_path = str(Path(self.matrix.base_dir) / self.setting.config) if self.setting.config else ""
         return {"name": self.name, "preset": self.setting.preset, "config": cfg_path, "overrides": self.overrides(),
-                "eval_splits": list(self.matrix.eval_splits)}
+                "eval_splits": self.eval_splits}
 
 
 #: ``gaca lab compare --quick``: two runs of two iterations of a very small model (the test suite's).
