@@ -35,7 +35,8 @@ def test_config_show_prints_the_resolved_config_with_its_documentation(capsys):
     assert "[env.generator]" in out and "# cache_dir = (none)" in out
     assert main(["config", "show", "env.name=webshop"]) == 0
     out = capsys.readouterr().out
-    assert 'intro = "You are an expert agent shopping on a web store (WebShop). On the search page' in out  # the family's own
+    # the family's own introduction
+    assert 'intro = "You are an expert agent shopping on a web store (WebShop). On the search page' in out
     assert "[env.generator]" not in out and "catalogue_seed = 0" in out
     assert main(["config", "show", "env.max_stepz=7"]) == 2
     assert "unknown config key(s) ['env.max_stepz']" in capsys.readouterr().err

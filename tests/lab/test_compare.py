@@ -102,7 +102,8 @@ def test_a_setting_has_its_own_splits_and_a_graded_return_gets_a_score_column(tm
     assert split["paired"]["grpo"]["mean"] == pytest.approx(np.mean([1 / 3, 1 / 3]))
     text = markdown(summary, data, matrix, "cmd")
     assert "| gaca | 2 | 66.7 ± 0.0 | 0.500 ± 0.236 |" in text and "score (100 × return)" in text
-    # ALFWorld's return is its success: no score column
+    # ALFWorld's return is a fixed reward for success (10): no score column
     timing = {k: 1.0 for k in TIMING}
-    data = {"alf": {"runs": {"gaca": {0: {"final": {"eval": record([1.0, 0.0])}, "timing": timing}}}, "warmstart": {}}}
+    alf = {"outcomes": [{"family": "f", "won": w, "return": 10.0 * w, "crashed": False} for w in (True, False)]}
+    data = {"alf": {"runs": {"gaca": {0: {"final": {"eval": alf}, "timing": timing}}}, "warmstart": {}}}
     assert not tables(data, matrix)["alf"]["splits"]["eval"]["graded"]

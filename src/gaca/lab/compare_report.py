@@ -90,8 +90,9 @@ def _score(record: dict[str, Any], family: str | None = None) -> float:
 
 
 def _graded(records: list[dict[str, Any]]) -> bool:
-    """Whether returns carry more than success (partial credit, as WebShop's score does)."""
-    return any(float(o.get("return", o["won"])) != float(o["won"]) for r in records for o in r["outcomes"])
+    """Whether returns carry partial credit (a lost episode with a non-zero return, as WebShop's score
+    gives; ALFWorld's return is a fixed reward for success)."""
+    return any(not o["won"] and float(o.get("return", 0.0)) != 0.0 for r in records for o in r["outcomes"])
 
 
 def paired_difference(ours: list[list[float]], theirs: list[list[float]], *, replicates: int = 2000,
