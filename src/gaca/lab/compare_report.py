@@ -125,6 +125,20 @@ def _mean_std(values: list[float], digits: int = 3) -> str:
     return f"{np.mean(values):.{digits}f} ± {std:.{digits}f}"
 
 
+def _row(finals: dict[int, dict[str, Any]], families: list[str], graded: bool) -> dict[str, Any]:
+    """One table row: per seed, success over all games and per family, and the score if graded."""
+    row = {"seeds": sorted(finals), "all": [_success(f) for f in finals.values()],
+           **{fam: [_success(f, fam) for f in finals.values()] for fam in families}}
+    if graded:
+        row["score"] = [_score(f) for f in finals.values()]
+    return row
+
+
+def _per_game(run: dict[int, Any], seeds: list[int], split: str, value: Any) -> list[list[float]]:
+    """Per seed, ``value(outcome)`` of every game of ``split``, in game order (for paired statistics)."""
+    return [[value(o) for o in run[s]["final"][split]["outcomes"]] for s in seeds]
+
+
 def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
     """All numbers of the report (see module docstring)."""
     out: dict[str, Any] = {}
@@ -132,24 +146,14 @@ def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
     for setting, entry in data.items():
         per_split: dict[str, Any] = {}
         for split in matrix.splits_of(specs[setting]):
-            families = sorted({o["family"] for runs in entry["runs"].values() for r in runs.values()
-                               for o in r["final"].get(split, {}).get("outcomes", [])})
-            rows: dict[str, Any] = {}
-            for est in matrix.estimators:
-                finals = {s: r["final"][split] for s, r in entry["runs"].get(est, {}).items() if split in r["final"]}
-                rows[est] = {"seeds": sorted(finals), "all": [_success(f) for f in finals.values()],
-                             **{fam: [_success(f, fam) for f in finals.values()] for fam in families}}
+            finals = {est: {s: r["final"][split] for s, r in entry["runs"].get(est, {}).items() if split in r["final"]}
+                      for est in matrix.estimators}
             warm = {s: w[split] for s, w in entry["warmstart"].items() if split in w}
-            rows["warm start"] = {"seeds": sorted(warm), "all": [_success(w) for w in warm.values()],
-                                  **{fam: [_success(w, fam) for w in warm.values()] for fam in families}}
-            records = [r["final"][split] for runs in entry["runs"].values() for r in runs.values()
-                       if split in r["final"]] + list(warm.values())
+            records = [f for runs in finals.values() for f in runs.values()] + list(warm.values())
+            families = sorted({o["family"] for r in records for o in r["outcomes"]})
             graded = _graded(records)
-            if graded:
-                for est in matrix.estimators:
-                    finals = [r["final"][split] for r in entry["runs"].get(est, {}).values() if split in r["final"]]
-                    rows[est]["score"] = [_score(f) for f in finals]
-                rows["warm start"]["score"] = [_score(w) for w in warm.values()]
+            rows = {est: _row(finals[est], families, graded) for est in matrix.estimators}
+            rows["warm start"] = _row(warm, families, graded)
             paired, paired_score = {}, {}
             ref = entry["runs"].get(REFERENCE, {})
             for est in matrix.estimators:
@@ -157,13 +161,11 @@ def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
                     continue
                 other = entry["runs"].get(est, {})
                 seeds = sorted(s for s in ref if s in other and split in ref[s]["final"] and split in other[s]["final"])
-                won = [[[float(o["won"]) for o in run[s]["final"][split]["outcomes"]] for s in seeds]
-                       for run in (ref, other)]
-                paired[est] = paired_difference(won[0], won[1])
+                paired[est] = paired_difference(*(_per_game(run, seeds, split, lambda o: float(o["won"]))
+                                                  for run in (ref, other)))
                 if graded:
-                    score = [[[100.0 * float(o["return"]) for o in run[s]["final"][split]["outcomes"]] for s in seeds]
-                             for run in (ref, other)]
-                    paired_score[est] = paired_difference(score[0], score[1])
+                    paired_score[est] = paired_difference(
+                        *(_per_game(run, seeds, split, lambda o: 100.0 * float(o["return"])) for run in (ref, other)))
             per_split[split] = {"families": families, "rows": rows, "paired": paired, "graded": graded,
                                 "paired_score": paired_score}
         timing = {est: {k: float(np.nanmean([r["timing"][k] for r in runs.values()])) for k in TIMING}
