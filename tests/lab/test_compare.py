@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from gaca.cli import main
-from gaca.lab.compare import EVAL_FILE, run_matrix
-from gaca.lab.compare_report import paired_difference
+from gaca.lab.compare import EVAL_FILE, run_finished, run_matrix
+from gaca.lab.compare_report import paired_difference, write_compare_report
 from gaca.lab.matrix import load_matrix, quick_matrix
+from gaca.lab.records import read_record
 from gaca.train import train
 from gaca.train.logger import read_metrics
 
@@ -37,7 +41,7 @@ def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
     # every estimator of the seed started from the one cached warm start
     assert len(list((root / "warmstart").glob("warmstart-*.pt"))) == 1
     assert read_metrics(gaca.out_dir)[0]["sft/cached"] == 1.0
-    warm = json.loads((root / "quick" / "warmstart-seed0.json").read_text())["warmstart"]
+    warm = json.loads((root / "records" / "quick" / "warmstart-seed0.json").read_text())["warmstart"]
     assert set(warm) == {"valid_seen", "unseen_rooms"}
     report = (root / "report" / "report.md").read_text()
     assert "| grpo | 1 |" in report and "| warm start | 1 |" in report and "held-out split `unseen_rooms`" in report
@@ -47,6 +51,32 @@ def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
     logs = {p: _starts(p) for p in (root / "logs").glob("*.log")}
     assert set(run_matrix(matrix, progress=False).values()) == {"finished"}
     assert logs == {p: _starts(p) for p in (root / "logs").glob("*.log")}
+
+
+def test_records_outlive_the_run_directories(tmp_path):
+    """A comparison continues in another sitting from its committed records alone: finished runs
+    are not repeated and the report is the same; a run finished before records existed gets one."""
+    root = tmp_path / "cmp"
+    matrix = quick_matrix(root)
+    _, gaca = matrix.runs()
+    assert set(run_matrix(matrix, progress=False).values()) == {"finished"}
+    command = "gaca lab compare --quick"
+    write_compare_report(matrix, tmp_path / "report1", command=command)
+    assert gaca.record_path == root / "records" / "quick" / "gaca-seed0.json"
+    saved = read_record(gaca.record_path)
+    assert saved["complete"] and saved["iterations"] == 2 and len(saved["curve"]) == 3
+    assert saved["final"] == json.loads((gaca.out_dir / EVAL_FILE).read_text())["final"]
+    # an older run: its directory finished, no record yet -> rebuilt from the directory and saved
+    gaca.record_path.unlink()
+    assert run_finished(gaca) and read_record(gaca.record_path) == saved
+    # the records alone (the run directories deleted): nothing to run, the same report
+    shutil.move(root / "records", tmp_path / "kept")
+    shutil.rmtree(root)
+    later = dataclasses.replace(matrix, root=str(tmp_path / "scratch"), records=str(tmp_path / "kept"))
+    assert set(run_matrix(later, progress=False).values()) == {"finished"}
+    assert not list((tmp_path / "scratch" / "logs").glob("*.log"))
+    write_compare_report(later, tmp_path / "report2", command=command)
+    assert (tmp_path / "report2" / "report.md").read_text() == (tmp_path / "report1" / "report.md").read_text()
 
 
 def test_paired_difference():
@@ -65,6 +95,10 @@ def test_the_shipped_matrix_loads_and_bad_keys_are_one_line_errors(tmp_path):
     assert matrix.seeds == [0, 1, 2, 3, 4] and [s.name for s in matrix.settings] == [
         "tiny-alfworld", "tiny-alfworld-long", "tiny-webshop"]
     assert len(matrix.runs()) == 3 * 5 * 5
+    assert matrix.records_dir == Path("runs/compare/records")  # default: under the scratch root
+    kept = tmp_path / "kept.toml"
+    kept.write_text('records = "records"\n[[settings]]\nname = "a"\npreset = "tiny-alfworld"\n')
+    assert load_matrix(kept).records_dir == tmp_path / "records"  # relative to the matrix file
     bad = tmp_path / "m.toml"
     bad.write_text('estimators = ["grpo", "nope"]\n[[settings]]\nname = "a"\npreset = "tiny-alfworld"\n')
     from gaca.config import ConfigError

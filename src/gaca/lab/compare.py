@@ -7,7 +7,8 @@
 Each run is a child process (``python -m gaca.lab.compare RUN.json``) that trains the run's config
 (``--resume`` when its directory holds a checkpoint, skipped when the checkpoint is final), then
 evaluates the final policy, and the seed's warm-start policy, on every held-out split of the
-matrix, writing ``lab-eval.json`` (per-game outcomes, for paired statistics) after each split.
+matrix, writing ``lab-eval.json`` (per-game outcomes, for paired statistics) after each split,
+and at the end the run's record (``gaca.lab.records``), by which later calls know it finished.
 A run whose warm start another running run is computing waits for it, so that SFT is paid once per
 (setting, seed) and every estimator starts from that policy. Ctrl-C stops the children at their
 next iteration boundary (they checkpoint) and returns.
@@ -27,21 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from gaca.lab.matrix import CompareMatrix, RunSpec
+from gaca.lab.records import EVAL_FILE, build_record, is_complete, load_record, read_json, save_record, write_json
 
 logger = logging.getLogger(__name__)
-
-EVAL_FILE = "lab-eval.json"
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text()) if path.is_file() else {}
-
 
 def _eval_record(stats: Any) -> dict[str, Any]:
     return {"metrics": stats.metrics(), "outcomes": stats.outcomes, "seconds": stats.seconds}
@@ -51,16 +40,16 @@ def _evaluate_splits(policy: Any, cfg: Any, splits: list[str], path: Path, key: 
     """Evaluate ``policy`` on every split missing from ``path``'s ``key`` table, saving after each."""
     from gaca.train.run import eval_pool, run_eval
 
-    record = _read_json(path)
+    record = read_json(path)
     for split in splits:
         if split in record.get(key, {}):
             continue
         split_cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, eval_split=split))
         with eval_pool(split_cfg) as pool:
             stats = run_eval(policy, pool, split_cfg)
-        record = _read_json(path)
+        record = read_json(path)
         record.setdefault(key, {})[split] = _eval_record(stats)
-        _write_json(path, record)
+        write_json(path, record)
         logger.info("%s on %s: success %.3f", key, split, stats.success)
 
 
@@ -94,19 +83,21 @@ def run_one(spec: dict[str, Any]) -> None:
     policy, final_cfg = load_checkpoint_policy(run_dir)
     _evaluate_splits(policy, final_cfg, splits, run_dir / EVAL_FILE, "final")
     warm = Path(cfg.sft.cache_dir) / f"warmstart-{warmstart_key(cfg)}.pt"
-    record_path = run_dir.parent.parent / f"warmstart-seed{cfg.seed}.json"
-    if warm.is_file() and not all(s in _read_json(record_path).get("warmstart", {}) for s in splits):
+    record_path = Path(spec["warmstart_record"])
+    if warm.is_file() and not all(s in read_json(record_path).get("warmstart", {}) for s in splits):
         policy.load_state_dict(torch.load(warm, map_location="cpu", weights_only=False)["policy"])
         _evaluate_splits(policy, final_cfg, splits, record_path, "warmstart")
-    record = _read_json(run_dir / EVAL_FILE)
+    record = read_json(run_dir / EVAL_FILE)
     record["complete"] = all(s in record.get("final", {}) for s in splits)
-    _write_json(run_dir / EVAL_FILE, record)
+    write_json(run_dir / EVAL_FILE, record)
+    if record["complete"]:
+        save_record(Path(spec["record"]), build_record(run_dir))
 
 
 def run_finished(run: RunSpec) -> bool:
-    """Trained to its last iteration and evaluated on every split."""
-    record = _read_json(run.out_dir / EVAL_FILE)
-    return bool(record.get("complete")) and all(s in record.get("final", {}) for s in run.eval_splits)
+    """Trained to its last iteration and evaluated on every split: its record says so (the run
+    directory may be gone)."""
+    return is_complete(load_record(run), run.eval_splits)
 
 
 def _warm_key_and_file(run: RunSpec) -> tuple[str, Path]:

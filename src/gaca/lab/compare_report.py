@@ -24,51 +24,23 @@ from typing import Any
 
 import numpy as np
 
-from gaca.lab.compare import EVAL_FILE
 from gaca.lab.matrix import CompareMatrix
+from gaca.lab.records import TIMING, load_record, load_warmstart
 from gaca.lab.report import save_figure
 
 REFERENCE = "gaca"
-TIMING = ("time/rollout_s", "time/advantage_s", "time/update_s", "time/eval_s", "time/iteration_s")
-
-
-def _json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def _metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut by a crash
-            continue
-    return out
 
 
 def collect(matrix: CompareMatrix) -> dict[str, Any]:
-    """Per setting, estimator and seed: final evaluations, curve, timing; per setting and seed: warm start."""
+    """Per setting, estimator and seed: the run's record; per setting and seed: the warm start's."""
     data: dict[str, Any] = {}
     for run in matrix.runs():
-        record = _json(run.out_dir / EVAL_FILE)
-        metrics = _metrics(run.out_dir)
-        steps, curve = 0.0, []
-        for m in metrics:
-            steps += float(m.get("env/step_rows", 0.0))
-            if "eval/success" in m:
-                curve.append((int(m["iteration"]), steps, float(m["eval/success"])))
-        timing = {k: float(np.mean([m[k] for m in metrics if k in m and m.get("iteration", 0) > 0] or [math.nan]))
-                  for k in TIMING}
+        record = load_record(run)
+        if record is None:
+            continue
         entry = data.setdefault(run.setting.name, {"runs": {}, "warmstart": {}})
-        entry["runs"].setdefault(run.estimator, {})[run.seed] = {
-            "final": record.get("final", {}), "complete": bool(record.get("complete")), "curve": curve,
-            "timing": timing, "iterations": int(metrics[-1]["iteration"]) if metrics else 0,
-            "config": _json(run.out_dir / "config.json"),
-        }
-        warm = _json(run.out_dir.parent.parent / f"warmstart-seed{run.seed}.json").get("warmstart", {})
+        entry["runs"].setdefault(run.estimator, {})[run.seed] = record
+        warm = load_warmstart(matrix, run.setting.name, run.seed)
         if warm:
             entry["warmstart"][run.seed] = warm
     return data

@@ -57,7 +57,12 @@ class CompareMatrix:
     """The declared comparison (module docstring)."""
 
     root: str = "runs/compare"
-    """Directory of every run (``root/<setting>/<estimator>/seed<k>``), the warm-start cache, logs."""
+    """Directory of every run (``root/<setting>/<estimator>/seed<k>``), the warm-start cache, logs:
+    scratch space, megabytes per run."""
+    records: str = ""
+    """Directory of the runs' records (``gaca.lab.records``: ~100 kB per run, all the report needs),
+    relative to the matrix file. Commit it: a run with a complete record is finished even when
+    ``root`` is gone. Empty: ``<root>/records``."""
     estimators: list[str] = field(default_factory=lambda: ["grpo", "rloo", "gigpo", "fixed_mix", "gaca"])
     """Estimators compared, each at its default options (the same for every setting)."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -91,6 +96,17 @@ class CompareMatrix:
     def warmstart_dir(self) -> Path:
         return Path(self.root) / "warmstart"
 
+    @property
+    def records_dir(self) -> Path:
+        if not self.records:
+            return Path(self.root) / "records"
+        path = Path(self.records)
+        return path if path.is_absolute() else Path(self.base_dir) / path
+
+    def warmstart_record_path(self, setting: str, seed: int) -> Path:
+        """The record of a seed's warm-start evaluation (shared by the setting's estimators)."""
+        return self.records_dir / setting / f"warmstart-seed{seed}.json"
+
     def runs(self) -> list[RunSpec]:
         """Every run, seed-major within a setting (so that a seed's warm start is paid first)."""
         return [RunSpec(self, s, e, k) for s in self.settings for k in self.seeds for e in self.estimators]
@@ -114,6 +130,10 @@ class RunSpec:
         return Path(self.matrix.root) / self.setting.name / self.estimator / f"seed{self.seed}"
 
     @property
+    def record_path(self) -> Path:
+        return self.matrix.records_dir / self.setting.name / f"{self.estimator}-seed{self.seed}.json"
+
+    @property
     def eval_splits(self) -> list[str]:
         return self.matrix.splits_of(self.setting)
 
@@ -133,7 +153,8 @@ class RunSpec:
         """What the run's worker process needs (``gaca.lab.compare.run_one``)."""
         cfg_path = str(Path(self.matrix.base_dir) / self.setting.config) if self.setting.config else ""
         return {"name": self.name, "preset": self.setting.preset, "config": cfg_path, "overrides": self.overrides(),
-                "eval_splits": self.eval_splits}
+                "eval_splits": self.eval_splits, "record": str(self.record_path),
+                "warmstart_record": str(self.matrix.warmstart_record_path(self.setting.name, self.seed))}
 
 
 #: ``gaca lab compare --quick``: two runs of two iterations of a very small model (the test suite's).
