@@ -141,3 +141,20 @@ def test_a_setting_has_its_own_splits_and_a_graded_return_gets_a_score_column(tm
     alf = {"outcomes": [{"family": "f", "won": w, "return": 10.0 * w, "crashed": False} for w in (True, False)]}
     data = {"alf": {"runs": {"gaca": {0: {"final": {"eval": alf}, "timing": timing}}}, "warmstart": {}}}
     assert not tables(data, matrix)["alf"]["splits"]["eval"]["graded"]
+
+
+def test_the_report_says_what_is_left_to_run(tmp_path):
+    from gaca.lab.compare_report import TIMING, left_to_run, markdown, tables
+
+    path = tmp_path / "m.toml"
+    path.write_text('estimators = ["grpo", "gaca"]\nseeds = [0, 1]\n'
+                    '[[settings]]\nname = "alf"\npreset = "tiny-alfworld"\n'
+                    '[[settings]]\nname = "shop"\npreset = "tiny-webshop"\neval_splits = ["eval"]\n')
+    matrix = load_matrix(path)
+    outcomes = [{"family": "food", "won": True, "return": 1.0, "crashed": False}]
+    done = {"final": {"eval": {"outcomes": outcomes}}, "complete": True, "timing": {k: 1.0 for k in TIMING}}
+    cut = {**done, "complete": False}  # trained, not yet evaluated everywhere
+    data = {"shop": {"runs": {"gaca": {0: done, 1: cut}}, "warmstart": {}}}
+    assert left_to_run(matrix, data) == {"alf": {"grpo": [0, 1], "gaca": [0, 1]}, "shop": {"grpo": [0, 1], "gaca": [1]}}
+    text = markdown(tables(data, matrix), data, matrix, "cmd")
+    assert "1 of 8 runs finished." in text and "- shop: grpo 0, 1; gaca 1" in text

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from gaca.lab.matrix import CompareMatrix
-from gaca.lab.records import TIMING, load_record, load_warmstart
+from gaca.lab.records import TIMING, is_complete, load_record, load_warmstart
 from gaca.lab.report import save_figure
 
 REFERENCE = "gaca"
@@ -175,13 +175,29 @@ def markdown(summary: dict[str, Any], data: dict[str, Any], matrix: CompareMatri
                         lines.append(f"| {est} | {p['seeds']} | {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] | "
                                      f"{p['ahead']} / {p['behind']} |")
             lines.append("")
-        lines += ["Mean seconds per iteration (one thread, two runs side by side):", "",
+        lines += ["Mean seconds per iteration (one thread per run):", "",
                   "| estimator | " + " | ".join(k.split("/")[1][:-2] for k in TIMING) + " |",
                   "|---|" + "---|" * len(TIMING)]
         for est, t in result["timing"].items():
             lines.append(f"| {est} | " + " | ".join(f"{t[k]:.2f}" for k in TIMING) + " |")
         lines.append("")
+    left = left_to_run(matrix, data)
+    total = len(matrix.runs())
+    lines += ["## Left to run", "", f"{total - sum(len(v) for e in left.values() for v in e.values())} of {total} "
+              "runs finished." + (" Unfinished (setting: estimator seeds):" if left else ""), ""]
+    lines += [f"- {setting}: " + "; ".join(f"{est} {', '.join(map(str, seeds))}" for est, seeds in ests.items())
+              for setting, ests in left.items()]
     return "\n".join(lines) + "\n"
+
+
+def left_to_run(matrix: CompareMatrix, data: dict[str, Any]) -> dict[str, dict[str, list[int]]]:
+    """Per setting and estimator, the seeds without a complete record."""
+    left: dict[str, dict[str, list[int]]] = {}
+    for run in matrix.runs():
+        record = data.get(run.setting.name, {}).get("runs", {}).get(run.estimator, {}).get(run.seed)
+        if not is_complete(record, run.eval_splits):
+            left.setdefault(run.setting.name, {}).setdefault(run.estimator, []).append(run.seed)
+    return left
 
 
 def plots(data: dict[str, Any], summary: dict[str, Any], matrix: CompareMatrix, out_dir: Path) -> list[Path]:
@@ -274,4 +290,4 @@ def write_compare_report(matrix: CompareMatrix, out_dir: str | Path, *, command:
     return paths
 
 
-__all__ = ["collect", "markdown", "paired_difference", "plots", "tables", "write_compare_report"]
+__all__ = ["collect", "left_to_run", "markdown", "paired_difference", "plots", "tables", "write_compare_report"]
