@@ -66,6 +66,26 @@ def test_strip_instruction(env):
     assert strip_instruction("no marker", "x") == "no marker"
 
 
+def test_lowercase_pages_write_ids_and_options_as_the_click_actions_do():
+    cased, lower = make(expert=True), make(expert=True, lowercase=True)
+    for shop in (cased, lower):
+        obs, info = shop.reset(seed=4)
+    assert obs == f"webshop [SEP] instruction: [SEP] {info['task']} [SEP] search"  # the task is lowercase already
+    pages = [(cased.step(a), lower.step(a)) for a in (f"search[{oracle_query(cased.goal)}]", "click[next >]")]
+    plan = make_plan(cased.catalogue, cased.goal)
+    for a in (f"click[{plan.asin.lower()}]",):
+        pages.append((cased.step(a), lower.step(a)))
+    for (obs_c, _, _, _, info_c), (obs_l, _, _, _, info_l) in pages:
+        assert obs_l == " [SEP] ".join(part.lower() for part in obs_c.split(" [SEP] "))
+        assert info_l["admissible_actions"] == info_c["admissible_actions"]
+        assert obs_l != obs_c
+        for action in info_l["admissible_actions"]:  # every id and option appears in the page as clicked
+            target = parse_action(action)[1]
+            assert target in ("back to search", "< prev", "next >") or f"[SEP] {target} [SEP]" in obs_l + " [SEP] "
+    # through the registry the instruction is still dropped
+    assert make_env("webshop", split="train", lowercase=True).reset(seed=0)[0] == "search"
+
+
 def test_parse_action():
     assert parse_action(" click[ Buy  Now ] ") == ("click", "buy now")
     assert parse_action("Search[Red Shoes]") == ("search", "red shoes")
@@ -263,6 +283,8 @@ def test_make_rejects_bad_arguments():
         make(max_steps=0)
     with pytest.raises(ValueError, match="human_goals is a setting of the real WebShop"):
         make(human_goals=True)
+    with pytest.raises(ValueError, match="lowercase is a setting of the generated WebShop"):
+        make(backend="real", lowercase=True)
     with pytest.raises(ValueError):
         make(num_products=10)
     with pytest.raises(ValueError):

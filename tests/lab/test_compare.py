@@ -14,7 +14,7 @@ from gaca.cli import main
 from gaca.lab.compare import EVAL_FILE, run_finished, run_matrix
 from gaca.lab.compare_report import paired_difference, write_compare_report
 from gaca.lab.matrix import load_matrix, quick_matrix
-from gaca.lab.records import read_record
+from gaca.lab.records import read_json, read_record
 from gaca.train import train
 from gaca.train.logger import read_metrics
 
@@ -77,6 +77,21 @@ def test_records_outlive_the_run_directories(tmp_path):
     assert not list((tmp_path / "scratch" / "logs").glob("*.log"))
     write_compare_report(later, tmp_path / "report2", command=command)
     assert (tmp_path / "report2" / "report.md").read_text() == (tmp_path / "report1" / "report.md").read_text()
+    # a seed's warm-start record lost too (its SFT cache is gone with the root): the warm start is
+    # recomputed and evaluated, no run is trained again, and the record is the same (same seed)
+    warm_path = later.warmstart_record_path("quick", 0)
+    warm = read_json(warm_path)
+    warm_path.unlink()
+    assert not run_finished(later.runs()[0])
+    assert set(run_matrix(later, progress=False).values()) == {"finished"}
+    logs = "".join(p.read_text() for p in (tmp_path / "scratch" / "logs").glob("*.log"))
+    assert "SFT warm start" in logs and "training" not in logs and "resuming" not in logs
+    assert _outcomes(read_json(warm_path)) == _outcomes(warm)
+    assert read_record(later.runs()[1].record_path) == saved
+
+
+def _outcomes(warm: dict) -> dict:
+    return {split: e["outcomes"] for split, e in warm["warmstart"].items()}
 
 
 def test_paired_difference():

@@ -28,7 +28,17 @@ from pathlib import Path
 from typing import Any
 
 from gaca.lab.matrix import CompareMatrix, RunSpec
-from gaca.lab.records import EVAL_FILE, build_record, is_complete, load_record, read_json, save_record, write_json
+from gaca.lab.records import (
+    EVAL_FILE,
+    build_record,
+    is_complete,
+    load_record,
+    load_warmstart,
+    read_json,
+    read_record,
+    save_record,
+    write_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -63,41 +73,54 @@ def _final_iteration(run_dir: Path) -> int | None:
 
 def run_one(spec: dict[str, Any]) -> None:
     """One run of the matrix, in its own process (see module docstring)."""
-    import torch
-
     from gaca.train.config import load_config
-    from gaca.train.loop import train
-    from gaca.train.run import load_checkpoint_policy
-    from gaca.train.warmstart import warmstart_key
 
     cfg = load_config(spec["config"] or None, spec["overrides"], preset=spec["preset"] or None)
+    splits = list(spec["eval_splits"])
+    if not is_complete(read_record(Path(spec["record"])), splits):
+        _train_and_evaluate(cfg, splits, Path(spec["record"]), spec["name"])
+    record_path = Path(spec["warmstart_record"])
+    if not all(s in read_json(record_path).get("warmstart", {}) for s in splits):
+        _evaluate_warm_start(cfg, splits, record_path)
+
+
+def _train_and_evaluate(cfg: Any, splits: list[str], record: Path, name: str) -> None:
+    """Train (or resume) the run to its last iteration, evaluate its final policy, save its record."""
+    from gaca.train.loop import train
+    from gaca.train.run import load_checkpoint_policy
+
     run_dir = Path(cfg.out_dir)
     done = _final_iteration(run_dir)
     if done is None or done < cfg.iterations:
         resume = done is not None
         overwrite = not resume and run_dir.is_dir() and any(run_dir.iterdir())
-        logger.info("%s: %s", spec["name"], "resuming" if resume else "training")
+        logger.info("%s: %s", name, "resuming" if resume else "training")
         if train(cfg, resume=resume, overwrite=overwrite).interrupted:
             raise SystemExit(130)  # checkpointed; the next call of the matrix resumes it
-    splits = list(spec["eval_splits"])
     policy, final_cfg = load_checkpoint_policy(run_dir)
     _evaluate_splits(policy, final_cfg, splits, run_dir / EVAL_FILE, "final")
-    warm = Path(cfg.sft.cache_dir) / f"warmstart-{warmstart_key(cfg)}.pt"
-    record_path = Path(spec["warmstart_record"])
-    if warm.is_file() and not all(s in read_json(record_path).get("warmstart", {}) for s in splits):
-        policy.load_state_dict(torch.load(warm, map_location="cpu", weights_only=False)["policy"])
-        _evaluate_splits(policy, final_cfg, splits, record_path, "warmstart")
-    record = read_json(run_dir / EVAL_FILE)
-    record["complete"] = all(s in record.get("final", {}) for s in splits)
-    write_json(run_dir / EVAL_FILE, record)
-    if record["complete"]:
-        save_record(Path(spec["record"]), build_record(run_dir))
+    evaluation = read_json(run_dir / EVAL_FILE)
+    evaluation["complete"] = all(s in evaluation.get("final", {}) for s in splits)
+    write_json(run_dir / EVAL_FILE, evaluation)
+    if evaluation["complete"]:
+        save_record(record, build_record(run_dir))
+
+
+def _evaluate_warm_start(cfg: Any, splits: list[str], record: Path) -> None:
+    """Evaluate the seed's warm start (from the SFT cache; recomputed, and cached, when the cache is
+    gone, e.g. a record kept from an earlier sitting whose scratch root was cleaned)."""
+    from gaca.train.warmstart import warm_start
+
+    scratch = Path(cfg.out_dir) / "warmstart-eval"  # the tokenizer files of a tiny policy land here
+    policy, _ = warm_start(cfg, scratch)
+    _evaluate_splits(policy, cfg, splits, record, "warmstart")
 
 
 def run_finished(run: RunSpec) -> bool:
-    """Trained to its last iteration and evaluated on every split: its record says so (the run
-    directory may be gone)."""
-    return is_complete(load_record(run), run.eval_splits)
+    """Trained to its last iteration and evaluated on every split, and the seed's warm start
+    evaluated too: the records say so (the run directory may be gone)."""
+    warm = load_warmstart(run.matrix, run.setting.name, run.seed)
+    return is_complete(load_record(run), run.eval_splits) and all(s in warm for s in run.eval_splits)
 
 
 def _warm_key_and_file(run: RunSpec) -> tuple[str, Path]:

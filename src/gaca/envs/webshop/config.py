@@ -31,6 +31,11 @@ class WebShopConfig(EnvConfig):
     show_instruction: bool = False
     """Generated backend: keep the instruction in every page's observation, as WebShop's text does;
     false: drop it, as verl-agent's prompt does (the prompt's task line states it once)."""
+    lowercase: bool = False
+    """Generated backend: lowercase every page, so product ids, titles and options read exactly as the
+    instruction and the click actions write them (``B0XJ84B7M6`` on the page is ``click[b0xj84b7m6]``).
+    WebShop's text keeps the catalogue's case (a pretrained model maps it); a model trained from
+    scratch must otherwise learn the case mapping before it can copy an id."""
     human_goals: bool | None = None
     """Real backend: WebShop's human-written instructions (true, WebShop's default when unset) or its
     synthetic ones (false)."""
@@ -39,6 +44,8 @@ class WebShopConfig(EnvConfig):
         super().__post_init__()
         if self.backend == "generated" and self.human_goals is not None:
             raise ValueError("env.human_goals is a setting of the real WebShop (env.backend='real')")
+        if self.backend == "real" and self.lowercase:
+            raise ValueError("env.lowercase is a setting of the generated WebShop (env.backend='generated')")
         if self.backend == "generated" and (self.num_products is None or self.num_products < 30):
             raise ValueError(f"env.num_products must be >= 30 for the generated catalogue, got {self.num_products}")
 

@@ -89,10 +89,11 @@ class WebShopEnv:
       expert: add ``info["expert_plan"]``, the oracle's next action(s) from the current state.
       show_instruction: keep the instruction in every observation (WebShop's text); False: drop it
         (``strip_instruction``; the agent's prompt states the task already).
+      lowercase: lowercase every page (ids, titles and options as the click actions write them).
     """
 
     def __init__(self, split: Split = "train", seed: int = 0, num_products: int = 2400, max_steps: int = 15,
-                 expert: bool = False, show_instruction: bool = True) -> None:
+                 expert: bool = False, show_instruction: bool = True, lowercase: bool = False) -> None:
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
         if max_steps < 1:
@@ -102,6 +103,7 @@ class WebShopEnv:
         self.max_steps = max_steps
         self.expert = expert
         self.show_instruction = show_instruction
+        self.lowercase = lowercase
         self.catalogue: Catalogue = get_catalogue(num_products, seed)
         self.goals: list[Goal] = self.catalogue.goals[split]
         self._plans: dict[int, OraclePlan] = {}
@@ -228,7 +230,9 @@ class WebShopEnv:
     # ------------------------------------------------------------------ observations
     def _observation(self) -> str:
         page = self._render()
-        return page if self.show_instruction or self.goal is None else strip_instruction(page, self.goal.instruction)
+        if not self.show_instruction and self.goal is not None:
+            page = strip_instruction(page, self.goal.instruction)
+        return SEP.join(part.lower() for part in page.split(SEP)) if self.lowercase else page
 
     def _render(self) -> str:
         s, goal = self.state, self.goal
