@@ -63,3 +63,28 @@ def test_save_pretrained_roundtrip(tmp_path, tiny_tokenizer, corpus):
         tiny_tokenizer.pad_token_id, tiny_tokenizer.bos_token_id, tiny_tokenizer.eos_token_id
     )
     assert not getattr(back, "chat_template", None)
+
+
+def test_whole_names_are_one_token_on_pages_and_in_actions(tmp_path, corpus):
+    from transformers import AutoTokenizer
+
+    from gaca.envs import ENVIRONMENTS
+    from gaca.envs.webshop import WebShopConfig, get_catalogue
+
+    cfg = WebShopConfig(lowercase=True, num_products=60)
+    names = ENVIRONMENTS["webshop"].entity_names(cfg)
+    assert names == sorted(a.lower() for a in get_catalogue(60, 0).by_asin) and len(names) == 60
+    cased = ENVIRONMENTS["webshop"].entity_names(WebShopConfig(num_products=60))
+    assert set(cased) == set(names) | {n.upper() for n in names}  # the pages' case and the actions'
+    assert ENVIRONMENTS["alfworld"].entity_names(ENVIRONMENTS["alfworld"].config()) == []
+    texts = corpus[0][:30]
+    plain = fit_tiny_tokenizer(texts, 400, cache_dir=tmp_path)
+    tok = fit_tiny_tokenizer(texts, 400, cache_dir=tmp_path, whole=names)
+    assert len(tok) == len(plain) + len(names) and tokenizer_key(texts, 400, names) != tokenizer_key(texts, 400)
+    name = names[7]
+    page = f"back to search [SEP] {name} [SEP] some title [SEP] $4.49\n<action>click[{name}]</action>"
+    ids = tok(page, add_special_tokens=False).input_ids
+    assert ids.count(tok.convert_tokens_to_ids(name)) == 2 and tok.decode(ids) == page
+    assert len(plain(name, add_special_tokens=False).input_ids) > 1
+    tok.save_pretrained(tmp_path / "tok")
+    assert AutoTokenizer.from_pretrained(tmp_path / "tok")(page).input_ids == tok(page).input_ids

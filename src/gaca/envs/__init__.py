@@ -27,7 +27,7 @@ from gaca.envs.registry import (
 from gaca.envs.webshop.config import WebShopConfig
 
 register_env("alfworld", AlfworldConfig, "gaca.envs.alfworld:make", prepare="gaca.envs.alfworld:prepare")
-register_env("webshop", WebShopConfig, "gaca.envs.webshop:make")
+register_env("webshop", WebShopConfig, "gaca.envs.webshop:make", names="gaca.envs.webshop:product_ids")
 
 from gaca.envs.episodes import (  # noqa: E402  (the pool and driver use the registry above)
     Agent,

@@ -38,6 +38,10 @@ class EnvFamily:
     prepare: str | Callable[..., None] | None = None
     """Optional ``prepare(config, *, split, num_games)``: build what every environment of a split
     shares (ALFWorld: generate the games), once, in the main process, before workers start."""
+    names: str | Callable[..., list[str]] | None = None
+    """Optional ``names(config)``: the names of the things the environment's pages show and its
+    actions repeat (WebShop: product ids, as the pages write them), which a tokenizer fitted from
+    scratch may keep whole (``policy.tiny_whole_names``)."""
 
     def make(self, config: EnvConfig, *, split: str, num_games: int, expert: bool = False) -> TextEnv:
         """Build one environment of this family."""
@@ -47,6 +51,10 @@ class EnvFamily:
         """Run ``prepare`` if the family has one."""
         if self.prepare is not None:
             _resolve(self.prepare)(config, split=split, num_games=num_games)
+
+    def entity_names(self, config: EnvConfig) -> list[str]:
+        """``names(config)``, or none if the family has no ``names``."""
+        return list(_resolve(self.names)(config)) if self.names is not None else []
 
     def resolved_factory(self) -> EnvFactory:
         return _resolve(self.factory)
@@ -63,14 +71,15 @@ def _resolve(target: str | Callable[..., Any]) -> Callable[..., Any]:
 
 
 def register_env(name: str, config: type[EnvConfig], factory: str | EnvFactory, *,
-                 prepare: str | Callable[..., None] | None = None, replace: bool = False) -> EnvFamily:
+                 prepare: str | Callable[..., None] | None = None,
+                 names: str | Callable[..., list[str]] | None = None, replace: bool = False) -> EnvFamily:
     """Register environment family ``name`` (see ``EnvFamily``); its config's ``name`` default must be ``name``."""
     if not (isinstance(config, type) and issubclass(config, EnvConfig)):
         raise TypeError(f"environment {name!r}: config must be a subclass of EnvConfig, got {config!r}")
     default = next(f.default for f in dataclasses.fields(config) if f.name == "name")
     if default != name:
         raise ValueError(f"environment {name!r}: {config.__name__}.name must default to {name!r}, got {default!r}")
-    family = EnvFamily(name, config, factory, prepare)
+    family = EnvFamily(name, config, factory, prepare, names)
     ENVIRONMENTS.register(name, family, replace=replace)
     return family
 

@@ -54,6 +54,11 @@ class PolicyConfig:
     """``tiny`` preset: BPE vocabulary size of the fitted tokenizer (an upper bound: small corpora
     give fewer merges)."""
 
+    tiny_whole_names: bool = False
+    """``tiny`` preset: add each name the environment lists (its family's ``names``: WebShop's product
+    ids) to the fitted tokenizer as one token, so that choosing an item is copying one token from
+    the page rather than a run of BPE pieces (which a small model from scratch gets wrong)."""
+
     tiny_max_positions: int = 4096
     """``tiny`` preset: longest prompt + response the rotary embedding is configured for."""
 

@@ -28,10 +28,12 @@ TAG_TOKENS = ("<think>", "</think>", "<action>", "</action>")
 _FORMAT_VERSION = "tiny-bpe-v1"
 
 
-def tokenizer_key(texts: Sequence[str], vocab_size: int) -> str:
-    """Stable hash of the fitting inputs (texts in order, vocabulary size, format version)."""
+def tokenizer_key(texts: Sequence[str], vocab_size: int, whole: Sequence[str] = ()) -> str:
+    """Stable hash of the fitting inputs (texts in order, vocabulary size, whole tokens, format version)."""
     h = hashlib.sha256()
     h.update(f"{_FORMAT_VERSION}\0{vocab_size}\0{len(texts)}\0".encode())
+    if whole:  # keys of tokenizers fitted without whole tokens are unchanged
+        h.update(("\0whole\0" + "\0".join(whole) + "\0").encode())
     for t in texts:
         b = t.encode("utf-8")
         h.update(len(b).to_bytes(8, "little"))
@@ -46,7 +48,7 @@ def _wrap(tokenizer_file: str) -> PreTrainedTokenizerFast:
     return tok
 
 
-def _train(texts: Sequence[str], vocab_size: int):
+def _train(texts: Sequence[str], vocab_size: int, whole: Sequence[str] = ()):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tok = Tokenizer(models.BPE())
@@ -60,13 +62,15 @@ def _train(texts: Sequence[str], vocab_size: int):
     )
     tok.train_from_iterator(list(texts), trainer=trainer, length=len(texts))
     tok.add_tokens(list(TAG_TOKENS))
+    tok.add_tokens(list(whole))  # matched before BPE: each is one token wherever it appears
     bos_id = tok.token_to_id(BOS)
     tok.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, bos_id)])
     return tok
 
 
 def fit_tiny_tokenizer(
-    texts: Sequence[str], vocab_size: int, *, cache_dir: str | os.PathLike[str] | None = None
+    texts: Sequence[str], vocab_size: int, *, cache_dir: str | os.PathLike[str] | None = None,
+    whole: Sequence[str] = (),
 ) -> PreTrainedTokenizerFast:
     """Fit (or load from cache) a byte-level BPE tokenizer on ``texts``.
 
@@ -78,6 +82,8 @@ def fit_tiny_tokenizer(
     Args:
       texts:      the corpus, e.g. every prompt and expert response of the environment.
       vocab_size: target vocabulary size including the 256 byte symbols and the special tokens.
+      whole:      strings added as one token each, on top of ``vocab_size`` (an environment's names,
+                  e.g. WebShop's product ids: see ``PolicyConfig.tiny_whole_names``).
       cache_dir:  see :class:`gaca.policy.PolicyConfig` ``cache_dir``.
     Returns:
       a ``transformers`` fast tokenizer with ``bos/eos/pad`` set.
@@ -88,13 +94,13 @@ def fit_tiny_tokenizer(
     if vocab_size < minimum:
         raise ValueError(f"vocab_size must be >= {minimum} (byte alphabet + specials), got {vocab_size}")
     root = resolve_cache_dir(cache_dir) / "tokenizers"
-    target = root / f"tiny-{tokenizer_key(texts, vocab_size)}"
+    target = root / f"tiny-{tokenizer_key(texts, vocab_size, whole)}"
     tok_file = target / "tokenizer.json"
     if tok_file.is_file():
         logger.debug("loading cached tiny tokenizer %s", target)
         return _wrap(str(tok_file))
     logger.info("fitting tiny BPE tokenizer (vocab %d) on %d texts", vocab_size, len(texts))
-    raw = _train(texts, vocab_size)
+    raw = _train(texts, vocab_size, whole)
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-tok-", dir=root))
     try:

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from gaca.config import to_dict
-from gaca.envs import EnvPool
+from gaca.envs import ENVIRONMENTS, EnvPool
 from gaca.policy import CausalLMPolicy, fit_tiny_tokenizer, load_policy, sft_warmstart
 from gaca.rollout.expert import collect_expert_examples
 from gaca.train.checkpoint import tokenizer_files, write_tokenizer_files
@@ -125,7 +125,8 @@ def _fresh_warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, 
     tokenizer = None
     if cfg.policy.model == "tiny":
         texts = [p for p, _ in data.examples] + [r for _, r in data.examples]
-        tokenizer = fit_tiny_tokenizer(texts, cfg.policy.tiny_vocab, cache_dir=cfg.policy.cache_dir)
+        whole = ENVIRONMENTS[cfg.env.name].entity_names(cfg.env) if cfg.policy.tiny_whole_names else []
+        tokenizer = fit_tiny_tokenizer(texts, cfg.policy.tiny_vocab, cache_dir=cfg.policy.cache_dir, whole=whole)
         tokenizer.save_pretrained(str(run_dir / TOKENIZER_DIR))
     policy = load_policy(cfg.policy, tokenizer=tokenizer)
     examples = [(policy.build_prompt(p), r) for p, r in data.examples]

@@ -33,6 +33,15 @@ def make(config: WebShopConfig, *, split: str, num_games: int | None = None, exp
                           human_goals=True if config.human_goals is None else config.human_goals)
 
 
+def product_ids(config: WebShopConfig) -> list[str]:
+    """The generated catalogue's product ids as pages and actions write them: ``click[b0xj84b7m6]``
+    always, ``B0XJ84B7M6`` on results pages unless ``config.lowercase`` (the registry's ``names``)."""
+    if config.backend != "generated":
+        raise ValueError("env.backend='real': the real WebShop's product ids are not known before it is set up")
+    ids = get_catalogue(int(config.num_products or 0), config.catalogue_seed).by_asin
+    return sorted({form for asin in ids for form in ((asin.lower(),) if config.lowercase else (asin, asin.lower()))})
+
+
 __all__ = [
     "SEARCH_ACTION",
     "Catalogue",
@@ -47,6 +56,7 @@ __all__ = [
     "get_catalogue",
     "make",
     "parse_action",
+    "product_ids",
     "strip_instruction",
     "webshop_reward",
 ]
