@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -115,44 +114,4 @@ def collect_expert_examples(
     return ExpertData(examples=examples, episodes=len(seeds), success_rate=rate)
 
 
-_WORD = re.compile(r"\w+")
-
-
-def permute_names(examples: Sequence[tuple[str, str]], names: Sequence[str],
-                  rng: random.Random) -> list[tuple[str, str]]:
-    r"""Each (prompt, response) with the environment's names replaced by others drawn at random.
-
-    Within one example every occurrence of a name becomes the same other name, and distinct names
-    stay distinct (a bijection, drawn afresh per example); case follows the original (``B0AB`` and
-    ``b0ab`` are one name). The example still reads as a valid step, but which name a task wants can
-    no longer be recalled from training: only copied from the page. This is the entity
-    anonymisation of Hermann et al. 2015 (arXiv:1506.03340), here against a small policy memorising
-    its training products' ids instead of reading them off the results page.
-
-    Args:
-      examples: SFT pairs whose texts may contain names (as whole ``\w+`` words).
-      names: the environment's names (``EnvFamily.entity_names``), in any case.
-      rng: the draw's source (the run's seed makes it reproducible).
-    """
-    pool = sorted({n.lower() for n in names})
-    known = set(pool)
-    out = []
-    for prompt, response in examples:
-        found = sorted({w.lower() for w in _WORD.findall(prompt + "\n" + response) if w.lower() in known})
-        if not found:
-            out.append((prompt, response))
-            continue
-        mapping = dict(zip(found, rng.sample(pool, len(found)), strict=True))
-
-        def swap(m: re.Match[str], mapping: dict[str, str] = mapping) -> str:
-            word = m.group()
-            new = mapping.get(word.lower())
-            if new is None:
-                return word
-            return new.upper() if word.isupper() else new
-
-        out.append((_WORD.sub(swap, prompt), _WORD.sub(swap, response)))
-    return out
-
-
-__all__ = ["DETOUR", "DetouringExpert", "ExpertData", "collect_expert_examples", "permute_names"]
+__all__ = ["DETOUR", "DetouringExpert", "ExpertData", "collect_expert_examples"]

@@ -107,10 +107,6 @@ class SFTConfig:
     accepts it (ALFWorld's "go to X" on arriving at X, answered "Nothing happens."), so that the SFT
     data shows what to do after a failed action (not trained on; see
     ``gaca.rollout.collect_expert_examples``)."""
-    permute_names: bool = False
-    """Replace the environment's names (its family's ``names``: WebShop's product ids) in every SFT
-    example by others drawn at random, consistently within the example (``gaca.rollout.permute_names``),
-    so that the policy learns to copy an id from the page instead of recalling its training products'."""
     cache_dir: str = ""
     """Directory of warm-start checkpoints shared between runs ('': off). A run whose warm start
     (seed, policy, SFT and environment settings) matches a cached one loads it instead of repeating

@@ -17,7 +17,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ import torch
 from gaca.config import to_dict
 from gaca.envs import ENVIRONMENTS, EnvPool
 from gaca.policy import CausalLMPolicy, fit_tiny_tokenizer, load_policy, sft_warmstart
-from gaca.rollout.expert import collect_expert_examples, permute_names
+from gaca.rollout.expert import collect_expert_examples
 from gaca.train.checkpoint import tokenizer_files, write_tokenizer_files
 from gaca.train.config import TrainConfig
 
@@ -123,17 +122,14 @@ def _fresh_warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, 
                                        history_length=cfg.rollout.history_length, thought=cfg.sft.thought,
                                        detour_prob=cfg.sft.detour_prob, seed=cfg.seed,
                                        repeat_prob=cfg.sft.repeat_prob)
-    wants_names = cfg.sft.permute_names or (cfg.policy.model == "tiny" and cfg.policy.tiny_whole_names)
-    names = ENVIRONMENTS[cfg.env.name].entity_names(cfg.env) if wants_names else []
-    pairs = permute_names(data.examples, names, random.Random(cfg.seed)) if cfg.sft.permute_names else data.examples
     tokenizer = None
     if cfg.policy.model == "tiny":
-        texts = [p for p, _ in pairs] + [r for _, r in pairs]
-        whole = names if cfg.policy.tiny_whole_names else []
+        texts = [p for p, _ in data.examples] + [r for _, r in data.examples]
+        whole = ENVIRONMENTS[cfg.env.name].entity_names(cfg.env) if cfg.policy.tiny_whole_names else []
         tokenizer = fit_tiny_tokenizer(texts, cfg.policy.tiny_vocab, cache_dir=cfg.policy.cache_dir, whole=whole)
         tokenizer.save_pretrained(str(run_dir / TOKENIZER_DIR))
     policy = load_policy(cfg.policy, tokenizer=tokenizer)
-    examples = [(policy.build_prompt(p), r) for p, r in pairs]
+    examples = [(policy.build_prompt(p), r) for p, r in data.examples]
     stats = sft_warmstart(policy, examples, steps=cfg.sft.steps, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size,
                           seed=cfg.seed)
     logger.info("SFT warm start: %d examples, loss %.3f -> %.3f", len(examples), stats["loss_initial"],
