@@ -140,8 +140,10 @@ def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
                         *(_per_game(run, seeds, split, lambda o: 100.0 * float(o["return"])) for run in (ref, other)))
             per_split[split] = {"families": families, "rows": rows, "paired": paired, "graded": graded,
                                 "paired_score": paired_score}
-        timing = {est: {k: float(np.nanmean([r["timing"][k] for r in runs.values()])) for k in TIMING}
-                  for est, runs in entry["runs"].items() if runs}
+        splits = matrix.splits_of(specs[setting])
+        finished = {est: [r for r in runs.values() if is_complete(r, splits)] for est, runs in entry["runs"].items()}
+        timing = {est: {k: float(np.mean([r["timing"][k] for r in runs])) for k in TIMING}
+                  for est, runs in finished.items() if runs}  # a run still going is not timed yet
         out[setting] = {"splits": per_split, "timing": timing}
     return out
 
