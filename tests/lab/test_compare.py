@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -47,6 +48,9 @@ def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
     assert "| grpo | 1 |" in report and "| warm start | 1 |" in report and "held-out split `unseen_rooms`" in report
     for name in ("curves.png", "final.png", "result.json"):
         assert (root / "report" / name).stat().st_size > 0
+    # every run records the warm start it started from: the seed's
+    seeds = json.loads((root / "records" / "quick" / "warmstart-seed0.json").read_text())["fingerprint"]
+    assert len(seeds) == 16 and all(read_record(r.record_path)["warm_start"] == seeds for r in (grpo, gaca))
     # called again: nothing left to run, nothing started
     logs = {p: _starts(p) for p in (root / "logs").glob("*.log")}
     assert set(run_matrix(matrix, progress=False).values()) == {"finished"}
@@ -88,6 +92,34 @@ def test_records_outlive_the_run_directories(tmp_path):
     assert "SFT warm start" in logs and "training" not in logs and "resuming" not in logs
     assert _outcomes(read_json(warm_path)) == _outcomes(warm)
     assert read_record(later.runs()[1].record_path) == saved
+
+
+def test_a_run_from_another_warm_start_is_reported_apart(tmp_path, caplog):
+    """A seed whose warm start was recomputed on another machine (other CPU numerics): runs from the
+    two starts are not paired; the report lists the odd ones and counts them as left to run."""
+    from gaca.lab.compare_report import collect, left_to_run, markdown, tables
+
+    root = tmp_path / "cmp"
+    matrix = quick_matrix(root)
+    _, gaca = matrix.runs()
+    assert set(run_matrix(matrix, progress=False).values()) == {"finished"}
+    record = read_json(gaca.record_path)
+    record["warm_start"] = "0123456789abcdef"  # as if trained on another machine
+    gaca.record_path.write_text(json.dumps(record))
+    data = collect(matrix)
+    assert list(data["quick"]["runs"]) == ["grpo"] and list(data["quick"]["not_comparable"]) == [gaca.name]
+    assert left_to_run(matrix, data) == {"quick": {"gaca": [0]}}
+    text = markdown(tables(data, matrix), data, matrix, "cmd")
+    assert "## Not comparable" in text and f"- {gaca.name}: warm start 0123456789abcdef" in text
+    # the run's own process says so in one line when it finds the mismatch
+    from gaca.lab.compare import run_one
+
+    with caplog.at_level(logging.ERROR, logger="gaca.lab.compare"):
+        run_one(json.loads((root / "logs" / "quick__gaca__seed0.json").read_text()))
+    assert [r.getMessage() for r in caplog.records if "not the seed's recorded" in r.getMessage()] == [
+        f"{gaca.name} started from warm start 0123456789abcdef, not the seed's recorded "
+        f"{read_json(matrix.warmstart_record_path('quick', 0))['fingerprint']} (computed on another machine: CPU "
+        "numerics differ); the report leaves it out. To run the seed here, delete its records"]
 
 
 def _outcomes(warm: dict) -> dict:

@@ -38,3 +38,22 @@ def test_a_cached_warm_start_gives_the_same_run(tmp_path, cache):
     assert _tensors(wa) and all(torch.equal(x, y) for x, y in zip(_tensors(wa), _tensors(wc), strict=True))
     other = small_config(tmp_path / "d", cache, f"sft.cache_dir={str(store)!r}", "seed=1")
     assert warmstart_key(other) != warmstart_key(first)
+
+
+def test_the_fingerprint_tells_warm_starts_apart_by_their_last_bit(tmp_path, cache):
+    from gaca.train.warmstart import cached_fingerprint, fingerprint
+
+    state = {"b": torch.arange(6, dtype=torch.float32).reshape(2, 3), "a": torch.ones(4, dtype=torch.bfloat16)}
+    base = fingerprint(state, {"tokenizer.json": b"{}"})
+    assert fingerprint(dict(reversed(list(state.items()))), {"tokenizer.json": b"{}"}) == base  # key order
+    nudged = state["b"].clone()
+    nudged[1, 2] = torch.nextafter(nudged[1, 2], torch.tensor(100.0))
+    assert fingerprint({**state, "b": nudged}, {"tokenizer.json": b"{}"}) != base
+    assert fingerprint({**state, "b": state["b"].reshape(3, 2)}, {"tokenizer.json": b"{}"}) != base  # shape
+    assert fingerprint(state, {"tokenizer.json": b"{ }"}) != base
+    store = tmp_path / "warmstarts"
+    cfg = small_config(tmp_path / "a", cache, f"sft.cache_dir={str(store)!r}", "threads=1", "iterations=0")
+    assert cached_fingerprint(cfg) is None
+    train(cfg)
+    saved = torch.load(store / f"warmstart-{warmstart_key(cfg)}.pt", weights_only=False)
+    assert cached_fingerprint(cfg) == fingerprint(saved["policy"], saved["tokenizer_files"])

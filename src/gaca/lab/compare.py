@@ -82,12 +82,18 @@ def run_one(spec: dict[str, Any]) -> None:
     record_path = Path(spec["warmstart_record"])
     if not all(s in read_json(record_path).get("warmstart", {}) for s in splits):
         _evaluate_warm_start(cfg, splits, record_path)
+    ours, seeds = read_json(Path(spec["record"])).get("warm_start"), read_json(record_path).get("fingerprint")
+    if ours and seeds and ours != seeds:
+        logger.error("%s started from warm start %s, not the seed's recorded %s (computed on another machine: "
+                     "CPU numerics differ); the report leaves it out. To run the seed here, delete its records",
+                     spec["name"], ours, seeds)
 
 
 def _train_and_evaluate(cfg: Any, splits: list[str], record: Path, name: str) -> None:
     """Train (or resume) the run to its last iteration, evaluate its final policy, save its record."""
     from gaca.train.loop import train
     from gaca.train.run import load_checkpoint_policy
+    from gaca.train.warmstart import cached_fingerprint
 
     run_dir = Path(cfg.out_dir)
     done = _final_iteration(run_dir)
@@ -103,16 +109,20 @@ def _train_and_evaluate(cfg: Any, splits: list[str], record: Path, name: str) ->
     evaluation["complete"] = all(s in evaluation.get("final", {}) for s in splits)
     write_json(run_dir / EVAL_FILE, evaluation)
     if evaluation["complete"]:
-        save_record(record, build_record(run_dir))
+        save_record(record, {**build_record(run_dir), "warm_start": cached_fingerprint(cfg)})
 
 
 def _evaluate_warm_start(cfg: Any, splits: list[str], record: Path) -> None:
     """Evaluate the seed's warm start (from the SFT cache; recomputed, and cached, when the cache is
     gone, e.g. a record kept from an earlier sitting whose scratch root was cleaned)."""
-    from gaca.train.warmstart import warm_start
+    from gaca.train.warmstart import cached_fingerprint, warm_start
 
     scratch = Path(cfg.out_dir) / "warmstart-eval"  # the tokenizer files of a tiny policy land here
     policy, _ = warm_start(cfg, scratch)
+    ours, saved = cached_fingerprint(cfg), read_json(record)
+    if saved.get("warmstart") and saved.get("fingerprint") not in (None, ours):
+        return  # another machine's warm start: its splits must not be mixed with this one's (run_one says so)
+    write_json(record, {**saved, "fingerprint": ours})
     _evaluate_splits(policy, cfg, splits, record, "warmstart")
 
 

@@ -4,13 +4,18 @@
                                                    outcomes and metrics; the learning curve
                                                    (iteration, environment steps, held-out success);
                                                    mean time per iteration and its parts; the last
-                                                   iteration; the run's config
+                                                   iteration; the run's config; the fingerprint
+                                                   of the warm start it started from
     <records>/<setting>/warmstart-seed<k>.json     per held-out split, the seed's warm start's
+                                                   evaluation; that warm start's fingerprint
 
 A run directory holds checkpoints and logs (megabytes); a record is ~100 kB of JSON, written when the
 run has finished. Keep the records under version control: a run whose record is complete counts as
 finished even when ``root`` is gone (a cleaned scratch disk, another machine), so a comparison
 continues across sittings without repeating a finished run, and its report can always be rebuilt.
+A seed's runs are paired only if they started from the same warm start: SFT recomputed on another
+machine (another CPU) can differ in its last bits, so a run whose warm-start fingerprint is not its
+seed's recorded one is reported apart, as not comparable.
 """
 
 from __future__ import annotations
@@ -103,6 +108,9 @@ def load_record(run: RunSpec) -> dict[str, Any] | None:
         return None
     record = build_record(run.out_dir)
     if is_complete(record, run.eval_splits):
+        from gaca.train.warmstart import cached_fingerprint
+
+        record["warm_start"] = cached_fingerprint(run.config())
         save_record(run.record_path, record)
     return record
 
@@ -117,5 +125,11 @@ def load_warmstart(matrix: CompareMatrix, setting: str, seed: int) -> dict[str, 
     return read_json(matrix.warmstart_record_path(setting, seed)).get("warmstart", {})
 
 
+def warmstart_fingerprint(matrix: CompareMatrix, setting: str, seed: int) -> str | None:
+    """The fingerprint of the warm start the seed's warm-start record evaluated (None for records
+    written before fingerprints were kept)."""
+    return read_json(matrix.warmstart_record_path(setting, seed)).get("fingerprint")
+
+
 __all__ = ["EVAL_FILE", "TIMING", "build_record", "is_complete", "load_record", "load_warmstart", "read_json",
-           "read_record", "save_record", "write_json"]
+           "read_record", "save_record", "warmstart_fingerprint", "write_json"]

@@ -76,6 +76,41 @@ def warmstart_key(cfg: TrainConfig) -> str:
     return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def fingerprint(state_dict: dict[str, Any], files: dict[str, bytes] | None = None) -> str:
+    """A hash of a policy's exact weights (names, dtypes, shapes, bytes) and its tokenizer files.
+
+    Two warm starts computed from one key on machines whose CPUs differ (e.g. AVX-512 or not) can
+    differ in the last bits after thousands of SFT steps; this tells them apart.
+    """
+    h = hashlib.sha256()
+
+    def visit(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):  # a policy's state nests its model's
+            for key in sorted(value):
+                visit(f"{prefix}.{key}", value[key])
+        elif isinstance(value, torch.Tensor):
+            flat = value.detach().cpu().contiguous().reshape(-1)
+            h.update(f"{prefix}\0{value.dtype}\0{tuple(value.shape)}\0".encode())
+            h.update(flat.view(torch.uint8).numpy().tobytes())
+        else:
+            h.update(f"{prefix}\0{value!r}\0".encode())
+
+    visit("", state_dict)
+    for name in sorted(files or {}):
+        h.update(f"{name}\0".encode() + files[name])
+    return h.hexdigest()[:16]
+
+
+def cached_fingerprint(cfg: TrainConfig) -> str | None:
+    """The ``fingerprint`` of the warm start cached for ``cfg`` under ``sft.cache_dir``; None when
+    nothing is cached there."""
+    path = Path(cfg.sft.cache_dir) / f"warmstart-{warmstart_key(cfg)}.pt" if cfg.sft.cache_dir else None
+    if path is None or not path.is_file():
+        return None
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    return fingerprint(saved["policy"], saved["tokenizer_files"])
+
+
 def _cached_warm_start(cfg: TrainConfig, run_dir: Path, path: Path) -> tuple[CausalLMPolicy, dict[str, float]]:
     from transformers import AutoTokenizer
 
@@ -145,4 +180,5 @@ def _fresh_warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, 
     }
 
 
-__all__ = ["TOKENIZER_DIR", "load_run_policy", "run_tokenizer_files", "warm_start", "warmstart_key"]
+__all__ = ["TOKENIZER_DIR", "cached_fingerprint", "fingerprint", "load_run_policy", "run_tokenizer_files", "warm_start",
+           "warmstart_key"]
