@@ -205,3 +205,16 @@ def test_the_report_says_what_is_left_to_run(tmp_path):
     assert left_to_run(matrix, data) == {"alf": {"grpo": [0, 1], "gaca": [0, 1]}, "shop": {"grpo": [0, 1], "gaca": [1]}}
     text = markdown(tables(data, matrix), data, matrix, "cmd")
     assert "1 of 8 runs finished." in text and "- shop: grpo 0, 1; gaca 1" in text
+
+
+def test_the_warm_start_cache_can_live_beside_the_records(tmp_path):
+    """``warmstart`` in the matrix file: a directory relative to it (to travel with the records when a
+    seed spans machines); by default the scratch root's."""
+    path = tmp_path / "m.toml"
+    text = 'root = "/scratch/cmp"\nrecords = "records"\n[[settings]]\nname = "alf"\npreset = "tiny-alfworld"\n'
+    path.write_text(text)
+    assert load_matrix(path).runs()[0].config().sft.cache_dir == "/scratch/cmp/warmstart"
+    path.write_text('warmstart = "warmstart"\n' + text)
+    run = load_matrix(path).runs()[0]
+    assert run.config().sft.cache_dir == str(tmp_path / "warmstart")
+    assert run.matrix.records_dir == tmp_path / "records"

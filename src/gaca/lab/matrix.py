@@ -63,6 +63,11 @@ class CompareMatrix:
     """Directory of the runs' records (``gaca.lab.records``: ~100 kB per run, all the report needs),
     relative to the matrix file. Commit it: a run with a complete record is finished even when
     ``root`` is gone. Empty: ``<root>/records``."""
+    warmstart: str = ""
+    """Directory of the warm-start cache (one policy per setting and seed, ~8 MB for ``tiny``), relative
+    to the matrix file. Empty: ``<root>/warmstart``. Keep it where it outlives ``root`` when a seed's
+    runs span machines: SFT recomputed on another kind of CPU ends a few bits apart, and runs from it
+    do not pair with the seed's earlier ones (``gaca.lab.records``)."""
     estimators: list[str] = field(default_factory=lambda: ["grpo", "rloo", "gigpo", "fixed_mix", "gaca"])
     """Estimators compared, each at its default options (the same for every setting)."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -92,16 +97,19 @@ class CompareMatrix:
         """The held-out splits a setting's runs are evaluated on."""
         return list(setting.eval_splits or self.eval_splits)
 
+    def _directory(self, value: str, default: str) -> Path:
+        """``value`` relative to the matrix file; ``<root>/<default>`` when empty."""
+        if not value:
+            return Path(self.root) / default
+        return Path(value) if Path(value).is_absolute() else Path(self.base_dir) / value
+
     @property
     def warmstart_dir(self) -> Path:
-        return Path(self.root) / "warmstart"
+        return self._directory(self.warmstart, "warmstart")
 
     @property
     def records_dir(self) -> Path:
-        if not self.records:
-            return Path(self.root) / "records"
-        path = Path(self.records)
-        return path if path.is_absolute() else Path(self.base_dir) / path
+        return self._directory(self.records, "records")
 
     def warmstart_record_path(self, setting: str, seed: int) -> Path:
         """The record of a seed's warm-start evaluation (shared by the setting's estimators)."""
