@@ -142,8 +142,9 @@ def cmd_lab_compare(args: argparse.Namespace) -> int:
     paths = write_compare_report(matrix, Path(args.out) if args.out else Path(matrix.root) / "report", command=command)
     failed = {k: v for k, v in status.items() if v.startswith("failed")}
     left = [k for k, v in status.items() if v == "interrupted"]
-    print(f"{sum(v == 'finished' for v in status.values())} of {len(status)} runs finished"
-          + (f"; interrupted: {len(left)} (run the same command again to continue)" if left else ""))
+    if not args.report_only:
+        print(f"{sum(v == 'finished' for v in status.values())} of {len(status)} runs finished"
+              + (f"; interrupted: {len(left)} (run the same command again to continue)" if left else ""))
     for name, why in failed.items():
         print(f"  {name}: {why}")
     print("wrote " + ", ".join(str(p) for p in paths))

@@ -55,6 +55,12 @@ def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
     logs = {p: _starts(p) for p in (root / "logs").glob("*.log")}
     assert set(run_matrix(matrix, progress=False).values()) == {"finished"}
     assert logs == {p: _starts(p) for p in (root / "logs").glob("*.log")}
+    # --report-only: the report from the records, no run touched, no run count printed
+    out = tmp_path / "report-only"
+    assert main(["lab", "compare", "--quick", "--root", str(root), "--report-only", "--out", str(out)]) == 0
+    assert "runs finished" not in capsys.readouterr().out
+    assert (out / "report.md").read_text() == (root / "report" / "report.md").read_text()
+    assert logs == {p: _starts(p) for p in (root / "logs").glob("*.log")}
 
 
 def test_records_outlive_the_run_directories(tmp_path):
