@@ -34,6 +34,7 @@ from gaca.lab.records import (
     is_complete,
     load_record,
     load_warmstart,
+    other_warm_start,
     read_json,
     read_record,
     save_record,
@@ -83,7 +84,7 @@ def run_one(spec: dict[str, Any]) -> None:
     if not all(s in read_json(record_path).get("warmstart", {}) for s in splits):
         _evaluate_warm_start(cfg, splits, record_path)
     ours, seeds = read_json(Path(spec["record"])).get("warm_start"), read_json(record_path).get("fingerprint")
-    if ours and seeds and ours != seeds:
+    if other_warm_start(ours, seeds):
         logger.error("%s started from warm start %s, not the seed's recorded %s (computed on another machine: "
                      "CPU numerics differ); the report leaves it out. To run the seed here, delete its records",
                      spec["name"], ours, seeds)
@@ -120,7 +121,7 @@ def _evaluate_warm_start(cfg: Any, splits: list[str], record: Path) -> None:
     scratch = Path(cfg.out_dir) / "warmstart-eval"  # the tokenizer files of a tiny policy land here
     policy, _ = warm_start(cfg, scratch)
     ours, saved = cached_fingerprint(cfg), read_json(record)
-    if saved.get("warmstart") and saved.get("fingerprint") not in (None, ours):
+    if saved.get("warmstart") and other_warm_start(ours, saved.get("fingerprint")):
         return  # another machine's warm start: its splits must not be mixed with this one's (run_one says so)
     write_json(record, {**saved, "fingerprint": ours})
     _evaluate_splits(policy, cfg, splits, record, "warmstart")
@@ -134,10 +135,10 @@ def run_finished(run: RunSpec) -> bool:
 
 
 def _warm_key_and_file(run: RunSpec) -> tuple[str, Path]:
-    from gaca.train.warmstart import warmstart_key
+    from gaca.train.warmstart import cache_path, warmstart_key
 
-    key = warmstart_key(run.config())
-    return key, run.matrix.warmstart_dir / f"warmstart-{key}.pt"
+    cfg = run.config()  # its sft.cache_dir is the matrix's warm-start directory
+    return warmstart_key(cfg), cache_path(cfg)
 
 
 def run_matrix(matrix: CompareMatrix, *, progress: bool = True, poll_s: float = 2.0) -> dict[str, str]:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from gaca.lab.matrix import CompareMatrix
-from gaca.lab.records import TIMING, is_complete, load_record, load_warmstart, warmstart_fingerprint
+from gaca.lab.records import TIMING, is_complete, load_record, other_warm_start, read_json
 from gaca.lab.report import save_figure
 
 REFERENCE = "gaca"
@@ -43,12 +43,12 @@ def collect(matrix: CompareMatrix) -> dict[str, Any]:
         if record is None:
             continue
         entry = data.setdefault(run.setting.name, {"runs": {}, "warmstart": {}, "not_comparable": {}})
-        seeds = warmstart_fingerprint(matrix, run.setting.name, run.seed)
-        if record.get("warm_start") and seeds and record["warm_start"] != seeds:
-            entry["not_comparable"][run.name] = (record["warm_start"], seeds)
+        seed_file = read_json(matrix.warmstart_record_path(run.setting.name, run.seed))
+        if other_warm_start(record.get("warm_start"), seed_file.get("fingerprint")):
+            entry["not_comparable"][run.name] = (record["warm_start"], seed_file["fingerprint"])
             continue
         entry["runs"].setdefault(run.estimator, {})[run.seed] = record
-        warm = load_warmstart(matrix, run.setting.name, run.seed)
+        warm = seed_file.get("warmstart", {})
         if warm:
             entry["warmstart"][run.seed] = warm
     return data

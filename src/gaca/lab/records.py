@@ -125,11 +125,11 @@ def load_warmstart(matrix: CompareMatrix, setting: str, seed: int) -> dict[str, 
     return read_json(matrix.warmstart_record_path(setting, seed)).get("warmstart", {})
 
 
-def warmstart_fingerprint(matrix: CompareMatrix, setting: str, seed: int) -> str | None:
-    """The fingerprint of the warm start the seed's warm-start record evaluated (None for records
-    written before fingerprints were kept)."""
-    return read_json(matrix.warmstart_record_path(setting, seed)).get("fingerprint")
+def other_warm_start(ours: str | None, seeds: str | None) -> bool:
+    """Whether a run's warm-start fingerprint and its seed's (None: a record written before
+    fingerprints were kept, taken as the same) name two different warm starts."""
+    return bool(ours and seeds and ours != seeds)
 
 
-__all__ = ["EVAL_FILE", "TIMING", "build_record", "is_complete", "load_record", "load_warmstart", "read_json",
-           "read_record", "save_record", "warmstart_fingerprint", "write_json"]
+__all__ = ["EVAL_FILE", "TIMING", "build_record", "is_complete", "load_record", "load_warmstart", "other_warm_start",
+           "read_json", "read_record", "save_record", "write_json"]

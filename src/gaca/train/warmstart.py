@@ -101,10 +101,15 @@ def fingerprint(state_dict: dict[str, Any], files: dict[str, bytes] | None = Non
     return h.hexdigest()[:16]
 
 
+def cache_path(cfg: TrainConfig) -> Path | None:
+    """Where ``cfg``'s warm start is cached (``sft.cache_dir``); None without a cache."""
+    return Path(cfg.sft.cache_dir) / f"warmstart-{warmstart_key(cfg)}.pt" if cfg.sft.cache_dir else None
+
+
 def cached_fingerprint(cfg: TrainConfig) -> str | None:
     """The ``fingerprint`` of the warm start cached for ``cfg`` under ``sft.cache_dir``; None when
     nothing is cached there."""
-    path = Path(cfg.sft.cache_dir) / f"warmstart-{warmstart_key(cfg)}.pt" if cfg.sft.cache_dir else None
+    path = cache_path(cfg)
     if path is None or not path.is_file():
         return None
     saved = torch.load(path, map_location="cpu", weights_only=False)
@@ -139,7 +144,7 @@ def warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, dict[st
     module docstring); and the ``sft/…`` summary."""
     if cfg.sft.episodes == 0:
         return load_policy(cfg.policy), {}
-    cached = Path(cfg.sft.cache_dir) / f"warmstart-{warmstart_key(cfg)}.pt" if cfg.sft.cache_dir else None
+    cached = cache_path(cfg)
     if cached is not None and cached.is_file():
         return _cached_warm_start(cfg, run_dir, cached)
     policy, summary = _fresh_warm_start(cfg, run_dir)
@@ -180,5 +185,5 @@ def _fresh_warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, 
     }
 
 
-__all__ = ["TOKENIZER_DIR", "cached_fingerprint", "fingerprint", "load_run_policy", "run_tokenizer_files", "warm_start",
-           "warmstart_key"]
+__all__ = ["TOKENIZER_DIR", "cache_path", "cached_fingerprint", "fingerprint", "load_run_policy", "run_tokenizer_files",
+           "warm_start", "warmstart_key"]
