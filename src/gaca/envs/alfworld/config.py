@@ -58,6 +58,13 @@ class GenConfig:
     unseen_rooms_per_type: int = 3
     """Floor plans of each room type (kitchen, living room, bedroom, bathroom) that only the
     ``unseen_rooms`` split uses (more where a task family would otherwise have none)."""
+    checker: Literal["planner", "native"] = "planner"
+    """How a candidate game is checked winnable; its plan becomes the game's walkthrough. ``planner``:
+    alfworld's PDDL planner expert on the TextWorld engine (optimal plans; 0.5-4 s a game, and a
+    candidate it has not solved in ``SOLVE_TIMEOUT_S`` is rejected, so about one game in ten costs a
+    minute and which games are made can depend on the machine's speed). ``native``: gaca's native
+    engine and task expert (milliseconds a game, deterministic; plans are correct, not always the
+    shortest). Each checker makes its own game set."""
 
     def __post_init__(self) -> None:
         if self.max_receptacles is not None and self.max_receptacles < 3:
@@ -74,10 +81,15 @@ class GenConfig:
             raise ValueError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
         if not 1 <= self.unseen_rooms_per_type <= 10:
             raise ValueError(f"unseen_rooms_per_type must be in [1, 10], got {self.unseen_rooms_per_type}")
+        if self.checker not in ("planner", "native"):
+            raise ValueError(f"checker must be 'planner' or 'native', got {self.checker!r}")
 
     def key(self) -> str:
         """Short stable hash of the knobs and the generator version (names the cache directory)."""
-        blob = json.dumps({"v": GENERATOR_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
+        knobs = dataclasses.asdict(self)
+        if knobs["checker"] == "planner":
+            del knobs["checker"]  # game sets made before the field existed keep their directory
+        blob = json.dumps({"v": GENERATOR_VERSION, **knobs}, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 

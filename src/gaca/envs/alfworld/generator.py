@@ -19,9 +19,10 @@ own random draws of task, placements and distractors): held-out instances of see
 where ``eval`` holds out the combinations themselves. ``unseen_rooms`` games are set in floor plans
 that no other split uses (``unseen_rooms``: a few per room type), as ALFWorld's ``valid_unseen``
 holds out whole rooms. The world is then filled
-(target instances, distractors, lamps), written, and checked with the planner expert: the game is
-kept only if executing the expert's plan wins within ``max_plan_length`` steps; otherwise the next
-attempt is drawn. Generated games are cached on disk under a directory named by the config hash.
+(target instances, distractors, lamps), written, and checked by ``GenConfig.checker`` (alfworld's
+planner expert on the TextWorld engine, or gaca's native engine and expert): the game is kept only
+if executing the checker's plan wins within ``max_plan_length`` steps; otherwise the next attempt is
+drawn. Generated games are cached on disk under a directory named by the config hash.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -564,7 +565,7 @@ def generate_game(
                     "gen_config": dataclasses.asdict(cfg), "generator_version": GENERATOR_VERSION}
             with open(os.path.join(tmp, "traj_data.json"), "w") as f:
                 json.dump(traj_data(spec, trial, desc, meta), f, indent=1)
-            plan = _solve_with_timeout(game_file, SOLVE_TIMEOUT_S)
+            plan = CHECKERS[cfg.checker](game_file, gamedata)
             if plan is None or len(plan) > cfg.max_plan_length:
                 logger.debug("game %s attempt %d rejected (plan=%s)", trial, attempt,
                              None if plan is None else len(plan))
@@ -684,6 +685,40 @@ def _solve_with_timeout(game_file: str, timeout: float) -> list[str] | None:
     return _SOLVER[0].solve(game_file, timeout)
 
 
+def _check_with_planner(game_file: str, gamedata: dict[str, Any]) -> list[str] | None:
+    return _solve_with_timeout(game_file, SOLVE_TIMEOUT_S)
+
+
+def solve_native(gamedata: dict[str, Any]) -> list[str] | None:
+    """The native task expert's plan for a game (the JSON of its ``game.tw-pddl``) if replaying it on
+    the native engine wins, else None."""
+    from gaca.envs.alfworld.native import FastState, UnsupportedGame, build_game, expert_plan
+
+    try:
+        game = build_game(gamedata)
+    except UnsupportedGame as exc:
+        logger.warning("native checker cannot read a candidate: %s", exc)
+        return None
+    plan = expert_plan(FastState(game))
+    state = FastState(game)  # replayed from the start: the plan must be admissible step by step
+    for command in plan:
+        if command not in state.admissible():
+            return None
+        state.step(command)
+    return plan if plan and state.won else None
+
+
+def _check_natively(game_file: str, gamedata: dict[str, Any]) -> list[str] | None:
+    return solve_native(gamedata)
+
+
+#: ``GenConfig.checker`` -> ``(game_file, gamedata) -> winning plan or None``.
+CHECKERS: dict[str, Callable[[str, dict[str, Any]], list[str] | None]] = {
+    "planner": _check_with_planner,
+    "native": _check_natively,
+}
+
+
 def _ensure(path: str) -> str:
     os.makedirs(path, exist_ok=True)
     return path
@@ -698,6 +733,7 @@ def _write_json_atomic(path: str, obj: Any) -> None:
 
 
 __all__ = [
+    "CHECKERS",
     "DATA_VERSION_DIR",
     "TaskSpec",
     "World",
@@ -716,5 +752,6 @@ __all__ = [
     "problem_pddl",
     "sample_task",
     "solve",
+    "solve_native",
     "task_text",
 ]
