@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from gaca.policy import load_policy, sft_loss, sft_warmstart
+from gaca.policy.sft import LR_SCHEDULES
+from gaca.train.config import SFTConfig
 
 
 def test_sft_lowers_loss_and_learns_the_format(tiny_config, tiny_tokenizer, corpus):
@@ -60,3 +64,33 @@ def test_sft_rejects_empty(tiny_policy):
         sft_warmstart(tiny_policy, [], steps=1, lr=1e-3, batch_size=1, seed=0)
     with pytest.raises(ValueError, match="empty response"):
         sft_warmstart(tiny_policy, [("a prompt", "")], steps=1, lr=1e-3, batch_size=1, seed=0)
+
+
+def test_lr_schedules_match_their_formulas():
+    steps = 10
+    assert [LR_SCHEDULES["constant"](t, steps) for t in range(steps)] == [1.0] * steps
+    for t in range(steps + 1):
+        assert LR_SCHEDULES["cosine"](t, steps) == pytest.approx(0.5 * (1 + math.cos(math.pi * t / steps)))
+    assert LR_SCHEDULES["cosine"](0, steps) == 1.0 and LR_SCHEDULES["cosine"](steps, steps) == pytest.approx(0.0)
+
+
+def test_cosine_schedule_reaches_the_optimizer(tiny_config, tiny_tokenizer, corpus, monkeypatch):
+    examples = list(zip(*corpus, strict=True))[:16]
+    seen = []
+    real_step = torch.optim.AdamW.step
+
+    def recording_step(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
+    policy = load_policy(tiny_config(), tokenizer=tiny_tokenizer)
+    sft_warmstart(policy, examples, steps=4, lr=1e-2, batch_size=8, seed=0, lr_schedule="cosine")
+    assert seen == pytest.approx([1e-2 * 0.5 * (1 + math.cos(math.pi * t / 4)) for t in range(4)])
+    with pytest.raises(ValueError, match="lr_schedule"):
+        sft_warmstart(policy, examples, steps=1, lr=1e-3, batch_size=8, seed=0, lr_schedule="linear")
+
+
+def test_config_rejects_an_unknown_lr_schedule():
+    with pytest.raises(ValueError, match=r"sft\.lr_schedule"):
+        SFTConfig(lr_schedule="step")

@@ -15,6 +15,20 @@ from gaca.policy.policy import CausalLMPolicy
 logger = logging.getLogger(__name__)
 
 
+def constant_lr(step: int, steps: int) -> float:
+    """Multiplier of the base learning rate at ``step`` of ``steps``: 1 throughout."""
+    return 1.0
+
+
+def cosine_lr(step: int, steps: int) -> float:
+    """Multiplier ½·(1 + cos(π·step/steps)): 1 at the first step, falling to 0 after the last."""
+    return 0.5 * (1.0 + math.cos(math.pi * step / max(1, steps)))
+
+
+#: SFT learning-rate schedules by name (``SFTConfig.lr_schedule``): multiplier of ``lr`` per step.
+LR_SCHEDULES = {"constant": constant_lr, "cosine": cosine_lr}
+
+
 def sft_loss(policy: CausalLMPolicy, prompt_ids: list[torch.Tensor], responses: list[torch.Tensor]) -> torch.Tensor:
     """Token-mean negative log-likelihood of the responses given the prompts (temperature 1).
 
@@ -42,6 +56,7 @@ def sft_warmstart(
     max_grad_norm: float = 1.0,
     reset_reference: bool = True,
     eval_size: int | None = 256,
+    lr_schedule: str = "constant",
 ) -> dict[str, Any]:
     """Supervised fine-tuning on ``(prompt, response)`` pairs; the loss covers response tokens only.
 
@@ -49,7 +64,8 @@ def sft_warmstart(
     :meth:`CausalLMPolicy.build_prompt`); responses are the texts the policy should generate, stop string
     included (e.g. ``"<think>…</think><action>go to desk 1</action>"``). Mini-batches are drawn
     without replacement from seeded permutations (one epoch after another), AdamW updates
-    :meth:`CausalLMPolicy.trainable_parameters`. ``steps == 0`` trains nothing (but still measures the loss).
+    :meth:`CausalLMPolicy.trainable_parameters` at ``lr · LR_SCHEDULES[lr_schedule](step, steps)``.
+    ``steps == 0`` trains nothing (but still measures the loss).
 
     With ``reset_reference`` (default) the reference policy becomes the warm-started policy
     (:meth:`CausalLMPolicy.reset_reference`), so RL's KL term anchors to it.
@@ -63,6 +79,9 @@ def sft_warmstart(
         raise ValueError("sft_warmstart needs at least one example")
     if steps < 0 or batch_size < 1 or lr <= 0:
         raise ValueError(f"need steps >= 0, batch_size >= 1, lr > 0; got {steps}, {batch_size}, {lr}")
+    if lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"unknown lr_schedule {lr_schedule!r}; one of {sorted(LR_SCHEDULES)}")
+    multiplier = LR_SCHEDULES[lr_schedule]
     prompts = [policy.encode_prompt(p) for p, _ in examples]
     responses = [policy.encode_response(r) for _, r in examples]
     for (p, r), ids in zip(examples, responses, strict=True):
@@ -85,6 +104,7 @@ def sft_warmstart(
     loss_initial = full_loss()
     params = policy.trainable_parameters()
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: multiplier(step, steps))
     order: list[int] = []
     losses: list[float] = []
     tokens = 0
@@ -102,6 +122,7 @@ def sft_warmstart(
         if max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
         opt.step()
+        schedule.step()
         losses.append(value)
         tokens += sum(int(responses[i].numel()) for i in idx)
         if (step + 1) % 50 == 0:

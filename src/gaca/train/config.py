@@ -23,6 +23,7 @@ from gaca.advantage import ESTIMATORS, AdvantageOptions
 from gaca.config import ConfigError, apply_overrides, from_dict, read_toml, to_dict
 from gaca.envs import AlfworldConfig, EnvConfig
 from gaca.policy.config import PolicyConfig
+from gaca.policy.sft import LR_SCHEDULES
 from gaca.rollout.collect import RolloutConfig
 from gaca.train.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 
@@ -94,6 +95,9 @@ class SFTConfig:
     """SFT optimizer steps."""
     lr: float = 1e-3
     """SFT learning rate."""
+    lr_schedule: str = "constant"
+    """How the SFT learning rate changes over the steps: "constant", or "cosine" (from ``lr`` down
+    to 0 at the last step; ``gaca.policy.sft.LR_SCHEDULES``)."""
     batch_size: int = 16
     """SFT examples per step."""
     thought: str = ""
@@ -117,6 +121,8 @@ class SFTConfig:
         validate.integer("sft.steps", self.steps, 0)
         validate.integer("sft.batch_size", self.batch_size, 1)
         validate.number("sft.lr", self.lr, 0.0, None, lo_open=True)
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"sft.lr_schedule must be one of {sorted(LR_SCHEDULES)}, got {self.lr_schedule!r}")
         validate.number("sft.detour_prob", self.detour_prob, 0.0, 1.0, hi_open=True)
         validate.number("sft.repeat_prob", self.repeat_prob, 0.0, 1.0, hi_open=True)
 

@@ -171,7 +171,7 @@ def _fresh_warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, 
     policy = load_policy(cfg.policy, tokenizer=tokenizer)
     examples = [(policy.build_prompt(p), r) for p, r in data.examples]
     stats = sft_warmstart(policy, examples, steps=cfg.sft.steps, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size,
-                          seed=cfg.seed)
+                          seed=cfg.seed, lr_schedule=cfg.sft.lr_schedule)
     logger.info("SFT warm start: %d examples, loss %.3f -> %.3f", len(examples), stats["loss_initial"],
                 stats["loss_final"])
     return policy, {
