@@ -5,28 +5,31 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from gaca.policy.policy import CausalLMPolicy
+from gaca.registry import Registry
 
 logger = logging.getLogger(__name__)
 
 
+#: SFT learning-rate schedules by name (``SFTConfig.lr_schedule``): multiplier of ``lr`` at (step, steps).
+LR_SCHEDULES: Registry[Callable[[int, int], float]] = Registry("SFT learning-rate schedule")
+
+
+@LR_SCHEDULES.register("constant")
 def constant_lr(step: int, steps: int) -> float:
     """Multiplier of the base learning rate at ``step`` of ``steps``: 1 throughout."""
     return 1.0
 
 
+@LR_SCHEDULES.register("cosine")
 def cosine_lr(step: int, steps: int) -> float:
     """Multiplier ½·(1 + cos(π·step/steps)): 1 at the first step, falling to 0 after the last."""
     return 0.5 * (1.0 + math.cos(math.pi * step / max(1, steps)))
-
-
-#: SFT learning-rate schedules by name (``SFTConfig.lr_schedule``): multiplier of ``lr`` per step.
-LR_SCHEDULES = {"constant": constant_lr, "cosine": cosine_lr}
 
 
 def sft_loss(policy: CausalLMPolicy, prompt_ids: list[torch.Tensor], responses: list[torch.Tensor]) -> torch.Tensor:
@@ -79,9 +82,7 @@ def sft_warmstart(
         raise ValueError("sft_warmstart needs at least one example")
     if steps < 0 or batch_size < 1 or lr <= 0:
         raise ValueError(f"need steps >= 0, batch_size >= 1, lr > 0; got {steps}, {batch_size}, {lr}")
-    if lr_schedule not in LR_SCHEDULES:
-        raise ValueError(f"unknown lr_schedule {lr_schedule!r}; one of {sorted(LR_SCHEDULES)}")
-    multiplier = LR_SCHEDULES[lr_schedule]
+    multiplier = LR_SCHEDULES[LR_SCHEDULES.check(lr_schedule, "lr_schedule")]
     prompts = [policy.encode_prompt(p) for p, _ in examples]
     responses = [policy.encode_response(r) for _, r in examples]
     for (p, r), ids in zip(examples, responses, strict=True):

@@ -121,8 +121,7 @@ class SFTConfig:
         validate.integer("sft.steps", self.steps, 0)
         validate.integer("sft.batch_size", self.batch_size, 1)
         validate.number("sft.lr", self.lr, 0.0, None, lo_open=True)
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"sft.lr_schedule must be one of {sorted(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        LR_SCHEDULES.check(self.lr_schedule, "sft.lr_schedule")
         validate.number("sft.detour_prob", self.detour_prob, 0.0, 1.0, hi_open=True)
         validate.number("sft.repeat_prob", self.repeat_prob, 0.0, 1.0, hi_open=True)
 
