@@ -171,10 +171,12 @@ def test_a_setting_has_its_own_splits_and_a_graded_return_gets_a_score_column(tm
     assert {r.setting.name: r.eval_splits for r in matrix.runs()} == {
         "alf": ["valid_seen", "eval", "unseen_rooms"], "shop": ["eval"]}
 
-    def record(returns):  # one evaluation: WebShop-like partial returns, success = return 1
-        return {"outcomes": [{"family": "food", "won": r == 1.0, "return": r, "crashed": False} for r in returns]}
+    def record(returns, invalid=(0, 0, 0)):  # one evaluation: WebShop-like partial returns, success = return 1
+        return {"outcomes": [{"family": "food", "won": r == 1.0, "return": r, "crashed": False, "length": 4,
+                              "invalid": k} for r, k in zip(returns, invalid, strict=True)]}
 
-    runs = {"gaca": {0: {"final": {"eval": record([1.0, 0.5, 0.5])}}, 1: {"final": {"eval": record([1.0, 1.0, 0.0])}}},
+    runs = {"gaca": {0: {"final": {"eval": record([1.0, 0.5, 0.5], (1, 0, 2))}},
+                     1: {"final": {"eval": record([1.0, 1.0, 0.0])}}},
             "grpo": {0: {"final": {"eval": record([0.5, 0.5, 0.5])}}, 1: {"final": {"eval": record([1.0, 0.0, 0.0])}}}}
     for est in runs.values():
         for r in est.values():
@@ -188,7 +190,10 @@ def test_a_setting_has_its_own_splits_and_a_graded_return_gets_a_score_column(tm
     assert split["paired_score"]["grpo"]["mean"] == pytest.approx(np.mean([50 / 3, 100 / 3]))
     assert split["paired"]["grpo"]["mean"] == pytest.approx(np.mean([1 / 3, 1 / 3]))
     text = markdown(summary, data, matrix, "cmd")
-    assert "| gaca | 2 | 66.7 ± 0.0 | 0.500 ± 0.236 |" in text and "score (100 × return)" in text
+    # invalid actions over all steps of a seed's games: 3 of 12, then 0 of 12
+    assert split["rows"]["gaca"]["invalid"] == pytest.approx([0.25, 0.0])
+    assert "| gaca | 2 | 66.7 ± 0.0 | 0.500 ± 0.236 | 0.125 ± 0.177 |" in text and "score (100 × return)" in text
+    assert "success: all | invalid-action ratio |" in text
     # ALFWorld's return is a fixed reward for success (10): no score column
     timing = {k: 1.0 for k in TIMING}
     alf = {"outcomes": [{"family": "f", "won": w, "return": 10.0 * w, "crashed": False} for w in (True, False)]}

@@ -1,7 +1,8 @@
 """The comparison's report, from whatever runs of the matrix have finished.
 
     out_dir/report.md     per setting and held-out split, the paper-style table (rows: estimators;
-                          columns: all games and each task family; mean ± std over seeds), the
+                          columns: all games, the invalid-action ratio and each task family;
+                          mean ± std over seeds), the
                           warm start's success, GACA's paired difference against each baseline with
                           a bootstrap interval and the seeds on which GACA is ahead, wall time per
                           iteration and its breakdown
@@ -69,6 +70,16 @@ def _score(record: dict[str, Any], family: str | None = None) -> float:
     return 100.0 * float(np.mean([o["return"] for o in outcomes])) if outcomes else math.nan
 
 
+def _invalid_ratio(record: dict[str, Any]) -> float:
+    """Invalid actions over all steps of the split's games (the trainer's ``eval/invalid_ratio``, which
+    records older than per-game counts carry alone); NaN where neither is known."""
+    outcomes = _outcomes(record)
+    if not all(o.get("invalid") is not None and o.get("length") is not None for o in outcomes):
+        return float(record.get("metrics", {}).get("eval/invalid_ratio", math.nan))
+    steps = sum(int(o["length"]) for o in outcomes)
+    return sum(int(o["invalid"]) for o in outcomes) / steps if steps else math.nan
+
+
 def _graded(records: list[dict[str, Any]]) -> bool:
     """Whether returns carry partial credit (a lost episode with a non-zero return, as WebShop's score
     gives; ALFWorld's return is a fixed reward for success)."""
@@ -108,6 +119,7 @@ def _mean_std(values: list[float], digits: int = 3) -> str:
 def _row(finals: dict[int, dict[str, Any]], families: list[str], graded: bool) -> dict[str, Any]:
     """One table row: per seed, success over all games and per family, and the score if graded."""
     row = {"seeds": sorted(finals), "all": [_success(f) for f in finals.values()],
+           "invalid": [_invalid_ratio(f) for f in finals.values()],
            **{fam: [_success(f, fam) for f in finals.values()] for fam in families}}
     if graded:
         row["score"] = [_score(f) for f in finals.values()]
@@ -168,10 +180,11 @@ def markdown(summary: dict[str, Any], data: dict[str, Any], matrix: CompareMatri
             fams = table["families"]
             score = ["score (100 × return)"] if table["graded"] else []
             lines += [f"### held-out split `{split}`", "",
-                      "| estimator | seeds | " + " | ".join([*score, "success: all", *fams]) + " |",
-                      "|---|---|" + "---|" * (len(score) + 1 + len(fams))]
+                      "| estimator | seeds | " + " | ".join([*score, "success: all", "invalid-action ratio", *fams])
+                      + " |", "|---|---|" + "---|" * (len(score) + 2 + len(fams))]
             for est, row in table["rows"].items():
-                cells = ([_mean_std(row["score"], digits=1)] if score else []) + [_mean_std(row["all"])]
+                cells = ([_mean_std(row["score"], digits=1)] if score else []) + [_mean_std(row["all"]),
+                                                                                  _mean_std(row["invalid"])]
                 lines.append(f"| {est} | {len(row['seeds'])} | " + " | ".join(cells + [_mean_std(row[f]) for f in fams])
                              + " |")
             for name, paired in (("success", table["paired"]), ("score", table["paired_score"])):
