@@ -2,10 +2,9 @@
 
     out_dir/report.md     per setting and held-out split, the paper-style table (rows: estimators;
                           columns: all games, the invalid-action ratio and each task family;
-                          mean ± std over seeds), the
-                          warm start's success, GACA's paired difference against each baseline with
-                          a bootstrap interval and the seeds on which GACA is ahead, wall time per
-                          iteration and its breakdown
+                          mean ± std over seeds), the warm start's success, GACA's paired
+                          difference against each baseline with a bootstrap interval and the seeds
+                          on which GACA is ahead, wall time per iteration and its breakdown
     out_dir/curves.png    held-out success against environment steps, mean and band over seeds
     out_dir/final.png     final success per estimator with its spread over seeds
     out_dir/result.json   every number above, per run, with the commit, configs and commands
@@ -117,7 +116,8 @@ def _mean_std(values: list[float], digits: int = 3) -> str:
 
 
 def _row(finals: dict[int, dict[str, Any]], families: list[str], graded: bool) -> dict[str, Any]:
-    """One table row: per seed, success over all games and per family, and the score if graded."""
+    """One table row: per seed, success over all games and per family, the invalid-action ratio,
+    and the score if graded."""
     row = {"seeds": sorted(finals), "all": [_success(f) for f in finals.values()],
            "invalid": [_invalid_ratio(f) for f in finals.values()],
            **{fam: [_success(f, fam) for f in finals.values()] for fam in families}}
