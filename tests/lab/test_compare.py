@@ -229,3 +229,32 @@ def test_the_warm_start_cache_can_live_beside_the_records(tmp_path):
     run = load_matrix(path).runs()[0]
     assert run.config().sft.cache_dir == str(tmp_path / "warmstart")
     assert run.matrix.records_dir == tmp_path / "records"
+
+
+def test_the_table_averages_over_the_seeds_every_estimator_finished(tmp_path):
+    """A seed finished by grpo alone stays out of the means (seeds differ more than estimators), and
+    the report says so; with no seed in common each row keeps its own seeds."""
+    from gaca.lab.compare_report import TIMING, markdown, tables
+
+    path = tmp_path / "m.toml"
+    path.write_text('estimators = ["grpo", "gaca"]\nseeds = [0, 1]\n[[settings]]\nname = "shop"\n'
+                    'preset = "tiny-webshop"\neval_splits = ["eval"]\n')
+    matrix = load_matrix(path)
+
+    def run(*won):
+        outcomes = [{"family": "food", "won": w, "return": float(w), "crashed": False} for w in won]
+        return {"final": {"eval": {"outcomes": outcomes}}, "complete": True, "timing": {k: 1.0 for k in TIMING},
+                "curve": [[1, 10, sum(won) / len(won)]]}
+
+    data = {"shop": {"runs": {"grpo": {0: run(1, 0), 1: run(0, 0)}, "gaca": {0: run(1, 1)}},
+                     "warmstart": {0: {"eval": run(0, 1)["final"]["eval"]}, 1: {"eval": run(0, 0)["final"]["eval"]}}}}
+    split = tables(data, matrix)["shop"]["splits"]["eval"]
+    assert split["rows"]["grpo"]["seeds"] == [0] and split["rows"]["grpo"]["all"] == [0.5]
+    assert split["rows"]["warm start"]["seeds"] == [0] and split["left_out"] == {"grpo": [1]}
+    assert split["paired"]["grpo"]["seeds"] == 1 and split["paired"]["grpo"]["mean"] == pytest.approx(0.5)
+    text = markdown(tables(data, matrix), data, matrix, "cmd")
+    assert "Left out of this table, their seed not yet finished by every estimator: grpo seed 1." in text
+    del data["shop"]["runs"]["gaca"]
+    split = tables(data, matrix)["shop"]["splits"]["eval"]
+    assert split["rows"]["grpo"]["seeds"] == [0, 1] and split["rows"]["warm start"]["seeds"] == [0, 1]
+    assert split["left_out"] == {}

@@ -131,6 +131,16 @@ def _per_game(run: dict[int, Any], seeds: list[int], split: str, value: Any) -> 
     return [[value(o) for o in run[s]["final"][split]["outcomes"]] for s in seeds]
 
 
+def common_seeds(finals: dict[str, dict[int, Any]]) -> list[int]:
+    """The seeds on which every estimator has a final evaluation; empty when there is none (an early
+    matrix, whose rows then show each estimator over its own finished seeds).
+
+    The table's means are taken over these seeds only: seeds differ far more than estimators do (one
+    warm start each), so a mean over another set of seeds would compare seeds, not estimators."""
+    seeds = [set(runs) for runs in finals.values()]
+    return sorted(set.intersection(*seeds)) if seeds else []
+
+
 def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
     """All numbers of the report (see module docstring)."""
     out: dict[str, Any] = {}
@@ -140,7 +150,12 @@ def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
         for split in matrix.splits_of(specs[setting]):
             finals = {est: {s: r["final"][split] for s, r in entry["runs"].get(est, {}).items() if split in r["final"]}
                       for est in matrix.estimators}
-            warm = {s: w[split] for s, w in entry["warmstart"].items() if split in w}
+            common = common_seeds(finals)
+            left_out = {est: sorted(set(runs) - set(common)) for est, runs in finals.items()
+                        if common and set(runs) - set(common)}
+            if common:
+                finals = {est: {s: f for s, f in runs.items() if s in common} for est, runs in finals.items()}
+            warm = {s: w[split] for s, w in entry["warmstart"].items() if split in w and (not common or s in common)}
             records = [f for runs in finals.values() for f in runs.values()] + list(warm.values())
             families = sorted({o["family"] for r in records for o in r["outcomes"]})
             graded = _graded(records)
@@ -159,7 +174,7 @@ def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
                     paired_score[est] = paired_difference(
                         *(_per_game(run, seeds, split, lambda o: 100.0 * float(o["return"])) for run in (ref, other)))
             per_split[split] = {"families": families, "rows": rows, "paired": paired, "graded": graded,
-                                "paired_score": paired_score}
+                                "paired_score": paired_score, "left_out": left_out}
         splits = matrix.splits_of(specs[setting])
         finished = {est: [r for r in runs.values() if is_complete(r, splits)] for est, runs in entry["runs"].items()}
         timing = {est: {k: float(np.mean([r["timing"][k] for r in runs])) for k in TIMING}
@@ -173,7 +188,8 @@ def markdown(summary: dict[str, Any], data: dict[str, Any], matrix: CompareMatri
              f"settings {[s.name for s in matrix.settings]}; command `{command}`. Every estimator at its default "
              "options, with the same iterations, batch sizes and hyperparameters; a seed's runs share one warm "
              "start and are evaluated on the same games with the same sampling stream. Success: mean ± std over "
-             "the finished seeds (their number in the second column).", ""]
+             "the seeds on which every estimator finished (their number in the second column); a paired difference "
+             "uses every seed both of its estimators finished.", ""]
     for setting, result in summary.items():
         lines += [f"## {setting}", ""]
         for split, table in result["splits"].items():
@@ -187,6 +203,9 @@ def markdown(summary: dict[str, Any], data: dict[str, Any], matrix: CompareMatri
                                                                                   _mean_std(row["invalid"])]
                 lines.append(f"| {est} | {len(row['seeds'])} | " + " | ".join(cells + [_mean_std(row[f]) for f in fams])
                              + " |")
+            if table.get("left_out"):
+                lines += ["", "Left out of this table, their seed not yet finished by every estimator: " + "; ".join(
+                    f"{est} seed {', '.join(map(str, seeds))}" for est, seeds in table["left_out"].items()) + "."]
             for name, paired in (("success", table["paired"]), ("score", table["paired_score"])):
                 if not any(p["seeds"] for p in paired.values()):
                     continue
@@ -240,8 +259,10 @@ def plots(data: dict[str, Any], summary: dict[str, Any], matrix: CompareMatrix, 
     settings = list(data)
     fig, axes = plt.subplots(1, max(1, len(settings)), figsize=(6 * max(1, len(settings)), 4), squeeze=False)
     for ax, setting in zip(axes[0], settings, strict=False):
+        rows = next(iter(summary[setting]["splits"].values()))["rows"]  # the table's seeds, so that curves agree
         for est in matrix.estimators:
-            curves = [r["curve"] for r in data[setting]["runs"].get(est, {}).values() if r["curve"]]
+            curves = [r["curve"] for s, r in data[setting]["runs"].get(est, {}).items()
+                      if r["curve"] and s in rows[est]["seeds"]]
             if not curves:
                 continue
             n = min(len(c) for c in curves)
