@@ -1,13 +1,15 @@
 """How each estimator's training rollouts change over a comparison's runs, mean over seeds.
 
 The compare report holds the held-out outcome; this reads the training side of the same runs
-(``ROOT/SETTING/ESTIMATOR/seedN/metrics.jsonl``, the matrix's run directories) and prints, per
+(``ROOT/SETTING/ESTIMATOR/seedN/metrics.jsonl``, the matrix's run directories, or, where those are
+gone, ``RECORDS/SETTING/ESTIMATOR-seedN.json``, the committed records, which keep the default
+metrics per iteration since records carried ``training``) and prints, per
 metric, one row per estimator with its mean over the seeds in windows of iterations. The defaults
 are the quantities that separate GACA from the baselines on the long setting: training success,
 invalid-action ratio, the policy's mean per-token NLL on its own samples (``policy/nll``, a proxy
 of its entropy) and episode length.
 
-    python benchmarks/training_dynamics.py ROOT SETTING [--seeds 0 1 2] [--window 10] [--keys K ...]
+    python benchmarks/training_dynamics.py ROOT|RECORDS SETTING [--seeds 0 1 2] [--window 10] [--keys K ...]
         [--out FILE.json]
 
 Writes JSON (default ``benchmarks/results/training_dynamics/SETTING.json``) and a PNG beside it
@@ -23,10 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from gaca.lab.records import TRAINING, read_json
 from gaca.lab.report import save_figure
 from gaca.train.logger import read_metrics
 
-KEYS = ("env/success", "env/invalid_ratio", "policy/nll", "env/episode_length")
+KEYS = TRAINING
 
 
 def iteration_series(run_dir: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -50,6 +53,24 @@ def by_estimator(
     return out
 
 
+def by_estimator_from_records(
+    setting_dir: Path, keys: tuple[str, ...], seeds: list[int] | None = None
+) -> dict[str, dict[str, list[np.ndarray]]]:
+    """As ``by_estimator``, from a records directory's ``ESTIMATOR-seedN.json`` (those whose record
+    keeps every key per iteration; older records do not)."""
+    out: dict[str, dict[str, list[np.ndarray]]] = {}
+    for path in sorted(setting_dir.glob("*-seed*.json")):
+        estimator, seed = path.stem.rsplit("-seed", 1)
+        if estimator == "warmstart" or (seeds is not None and int(seed) not in seeds):
+            continue
+        training = read_json(path).get("training", {})
+        if not all(k in training for k in keys):
+            continue
+        for k in keys:
+            out.setdefault(estimator, {}).setdefault(k, []).append(np.array(training[k], dtype=float))
+    return out
+
+
 def window_means(series: list[np.ndarray], window: int) -> list[tuple[float, int]]:
     """Per window of ``window`` iterations: the mean over the seeds that reached it of each seed's
     window mean, and the number of those seeds."""
@@ -63,7 +84,8 @@ def window_means(series: list[np.ndarray], window: int) -> list[tuple[float, int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("root", type=Path, help="the matrix's run root (its matrix file's `root`)")
+    parser.add_argument("root", type=Path, help="the matrix's run root (its matrix file's `root`), or its "
+                        "records directory")
     parser.add_argument("setting")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="these seeds only (default: all)")
     parser.add_argument("--window", type=int, default=10)
@@ -75,9 +97,11 @@ def main() -> None:
         parser.error(f"{setting_dir} does not exist (give the matrix root and one of its settings)")
     if args.window < 1:
         parser.error(f"--window must be >= 1, got {args.window}")
-    data = by_estimator(setting_dir, tuple(args.keys), args.seeds)
+    data = by_estimator(setting_dir, tuple(args.keys), args.seeds) or by_estimator_from_records(
+        setting_dir, tuple(args.keys), args.seeds)
     if not data:
-        parser.error(f"no ESTIMATOR/seedN/metrics.jsonl under {setting_dir}")
+        parser.error(f"no ESTIMATOR/seedN/metrics.jsonl nor ESTIMATOR-seedN.json with {args.keys} per iteration "
+                     f"under {setting_dir}")
     table = {est: {k: window_means(v, args.window) for k, v in keys.items()} for est, keys in data.items()}
     for key in args.keys:
         widths = max(len(rows[key]) for rows in table.values())

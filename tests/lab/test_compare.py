@@ -48,6 +48,11 @@ def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
     assert "| grpo | 1 |" in report and "| warm start | 1 |" in report and "held-out split `unseen_rooms`" in report
     for name in ("curves.png", "final.png", "result.json"):
         assert (root / "report" / name).stat().st_size > 0
+    # and how it trained, per iteration (what outlives the run directory)
+    training = read_record(grpo.record_path)["training"]
+    rollouts = [m for m in read_metrics(grpo.out_dir) if "env/episodes" in m]
+    assert training["policy/nll"] == [m["policy/nll"] for m in rollouts] and len(rollouts) == 2
+    assert training["env/invalid_ratio"] == [m["env/invalid_ratio"] for m in rollouts]
     # every run records the warm start it started from: the seed's
     seeds = json.loads((root / "records" / "quick" / "warmstart-seed0.json").read_text())["fingerprint"]
     assert len(seeds) == 16 and all(read_record(r.record_path)["warm_start"] == seeds for r in (grpo, gaca))

@@ -5,7 +5,9 @@
                                                    (iteration, environment steps, held-out success);
                                                    mean time per iteration and its parts; the last
                                                    iteration; the run's config; the fingerprint
-                                                   of the warm start it started from
+                                                   of the warm start it started from; per training
+                                                   iteration, the rollouts' success, invalid
+                                                   ratio, policy NLL and episode length
     <records>/<setting>/warmstart-seed<k>.json     per held-out split, the seed's warm start's
                                                    evaluation; that warm start's fingerprint
 
@@ -34,6 +36,9 @@ from gaca.lab.matrix import CompareMatrix, RunSpec
 EVAL_FILE = "lab-eval.json"
 #: Timing metrics averaged over a run's iterations (iteration 0 is the warm start's evaluation).
 TIMING = ("time/rollout_s", "time/advantage_s", "time/update_s", "time/eval_s", "time/iteration_s")
+#: Training-rollout metrics a record keeps per iteration (``training``): how a run trained outlives its
+#: run directory (``benchmarks/training_dynamics.py`` reads them from the records).
+TRAINING = ("env/success", "env/invalid_ratio", "policy/nll", "env/episode_length")
 
 
 def write_json(path: Path, data: Any, *, indent: int | None = 1) -> None:
@@ -74,7 +79,8 @@ def build_record(run_dir: Path) -> dict[str, Any]:
               for k in TIMING}
     return {"final": evaluation.get("final", {}), "complete": bool(evaluation.get("complete")), "curve": curve,
             "timing": timing, "iterations": int(metrics[-1]["iteration"]) if metrics else 0,
-            "config": read_json(run_dir / "config.json")}
+            "config": read_json(run_dir / "config.json"),
+            "training": {k: [float(m[k]) for m in metrics if "env/episodes" in m and k in m] for k in TRAINING}}
 
 
 def is_complete(record: dict[str, Any] | None, splits: list[str]) -> bool:
