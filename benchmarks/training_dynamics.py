@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gaca.lab.records import TRAINING, read_json
+from gaca.lab.records import TRAINING, read_json, training_series
 from gaca.lab.report import save_figure
 from gaca.train.logger import read_metrics
 
@@ -34,8 +34,7 @@ KEYS = TRAINING
 
 def iteration_series(run_dir: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Per key, its value at each training iteration of one run (records with rollouts only)."""
-    records = [r for r in read_metrics(run_dir) if "env/episodes" in r]
-    return {k: np.array([r[k] for r in records if k in r], dtype=float) for k in keys}
+    return {k: np.array(v, dtype=float) for k, v in training_series(read_metrics(run_dir), keys).items()}
 
 
 def by_estimator(

@@ -151,8 +151,8 @@ def tables(data: dict[str, Any], matrix: CompareMatrix) -> dict[str, Any]:
             finals = {est: {s: r["final"][split] for s, r in entry["runs"].get(est, {}).items() if split in r["final"]}
                       for est in matrix.estimators}
             common = common_seeds(finals)
-            left_out = {est: sorted(set(runs) - set(common)) for est, runs in finals.items()
-                        if common and set(runs) - set(common)}
+            left_out = {est: extra for est, runs in finals.items()
+                        if common and (extra := sorted(set(runs) - set(common)))}
             if common:
                 finals = {est: {s: f for s, f in runs.items() if s in common} for est, runs in finals.items()}
             warm = {s: w[split] for s, w in entry["warmstart"].items() if split in w and (not common or s in common)}

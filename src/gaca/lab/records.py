@@ -66,6 +66,13 @@ def _metrics(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def training_series(metrics: list[dict[str, Any]], keys: tuple[str, ...] = TRAINING) -> dict[str, list[float]]:
+    """Per key, its value at each training iteration (metrics records of iterations that played
+    rollouts; evaluation-only records have no ``env/episodes``)."""
+    played = [m for m in metrics if "env/episodes" in m]
+    return {k: [float(m[k]) for m in played if k in m] for k in keys}
+
+
 def build_record(run_dir: Path) -> dict[str, Any]:
     """The record of one run directory (finished or not; ``complete`` says which)."""
     evaluation = read_json(run_dir / EVAL_FILE)
@@ -80,7 +87,7 @@ def build_record(run_dir: Path) -> dict[str, Any]:
     return {"final": evaluation.get("final", {}), "complete": bool(evaluation.get("complete")), "curve": curve,
             "timing": timing, "iterations": int(metrics[-1]["iteration"]) if metrics else 0,
             "config": read_json(run_dir / "config.json"),
-            "training": {k: [float(m[k]) for m in metrics if "env/episodes" in m and k in m] for k in TRAINING}}
+            "training": training_series(metrics)}
 
 
 def is_complete(record: dict[str, Any] | None, splits: list[str]) -> bool:
@@ -138,4 +145,4 @@ def other_warm_start(ours: str | None, seeds: str | None) -> bool:
 
 
 __all__ = ["EVAL_FILE", "TIMING", "build_record", "is_complete", "load_record", "load_warmstart", "other_warm_start",
-           "read_json", "read_record", "save_record", "write_json"]
+           "read_json", "read_record", "save_record", "training_series", "write_json"]
