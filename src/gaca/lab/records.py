@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from gaca.lab.matrix import CompareMatrix, RunSpec
+from gaca.train.logger import read_metrics
 
 #: The run directory's evaluation file: per-game outcomes of the final policy per split, ``complete``.
 EVAL_FILE = "lab-eval.json"
@@ -54,16 +55,8 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def _metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut by a crash
-            continue
-    return out
+    """The run's metrics records; none for a run that has not written any yet."""
+    return read_metrics(run_dir) if (run_dir / "metrics.jsonl").is_file() else []
 
 
 def training_series(metrics: list[dict[str, Any]], keys: tuple[str, ...] = TRAINING) -> dict[str, list[float]]:
