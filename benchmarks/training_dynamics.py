@@ -10,7 +10,10 @@ invalid-action ratio, the policy's mean per-token NLL on its own samples (``poli
 of its entropy) and episode length.
 
     python benchmarks/training_dynamics.py ROOT|RECORDS SETTING [--seeds 0 1 2] [--window 10] [--keys K ...]
-        [--out FILE.json]
+        [--add SETTING_DIR ...] [--out FILE.json]
+
+``--add`` puts the runs of other setting directories (a side matrix's, e.g. a variant of one
+estimator) beside them, each estimator named ``ESTIMATOR@DIRECTORY``.
 
 Writes JSON (default ``benchmarks/results/training_dynamics/SETTING.json``) and a PNG beside it
 (each metric against iteration, mean over seeds per estimator). Unfinished runs count up to their
@@ -70,6 +73,11 @@ def by_estimator_from_records(
     return out
 
 
+def load(setting_dir: Path, keys: tuple[str, ...], seeds: list[int] | None) -> dict[str, dict[str, list[np.ndarray]]]:
+    """A setting directory's runs: its run directories if it has any, else its records."""
+    return by_estimator(setting_dir, keys, seeds) or by_estimator_from_records(setting_dir, keys, seeds)
+
+
 def window_means(series: list[np.ndarray], window: int) -> list[tuple[float, int]]:
     """Per window of ``window`` iterations: the mean over the seeds that reached it of each seed's
     window mean, and the number of those seeds."""
@@ -89,6 +97,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="these seeds only (default: all)")
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--keys", nargs="+", default=list(KEYS))
+    parser.add_argument("--add", type=Path, nargs="+", default=[], help="other setting directories, each "
+                        "estimator of theirs named ESTIMATOR@DIRECTORY")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     setting_dir = args.root / args.setting
@@ -96,11 +106,13 @@ def main() -> None:
         parser.error(f"{setting_dir} does not exist (give the matrix root and one of its settings)")
     if args.window < 1:
         parser.error(f"--window must be >= 1, got {args.window}")
-    data = by_estimator(setting_dir, tuple(args.keys), args.seeds) or by_estimator_from_records(
-        setting_dir, tuple(args.keys), args.seeds)
-    if not data:
-        parser.error(f"no ESTIMATOR/seedN/metrics.jsonl nor ESTIMATOR-seedN.json with {args.keys} per iteration "
-                     f"under {setting_dir}")
+    data = {}
+    for i, directory in enumerate([setting_dir, *args.add]):
+        runs = load(directory, tuple(args.keys), args.seeds)
+        if not runs:
+            parser.error(f"no ESTIMATOR/seedN/metrics.jsonl nor ESTIMATOR-seedN.json with {args.keys} per "
+                         f"iteration under {directory}")
+        data.update(runs if i == 0 else {f"{est}@{directory.name}": v for est, v in runs.items()})
     table = {est: {k: window_means(v, args.window) for k, v in keys.items()} for est, keys in data.items()}
     for key in args.keys:
         widths = max(len(rows[key]) for rows in table.values())
@@ -111,7 +123,8 @@ def main() -> None:
             print(f"| {est} | " + " | ".join(f"{m:.3f} ({n})" for m, n in rows[key]) + " |")
     out = args.out or Path("benchmarks/results/training_dynamics") / f"{args.setting}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"root": str(args.root), "setting": args.setting, "window": args.window, "seed_filter": args.seeds,
+    record = {"root": str(args.root), "setting": args.setting, "added": [str(d) for d in args.add],
+              "window": args.window, "seed_filter": args.seeds,
               "seeds": {est: len(next(iter(keys.values()))) for est, keys in data.items()},
               "windows": {est: {k: [{"mean": m, "seeds": n} for m, n in rows] for k, rows in keys.items()}
                           for est, keys in table.items()}}
