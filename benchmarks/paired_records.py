@@ -32,19 +32,26 @@ def main() -> None:
     parser.add_argument("theirs", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    ours = read_record(args.ours)
-    if not ours.get("final"):
-        parser.error(f"{args.ours} is not a finished run's record")
+
+    def finished(path: Path) -> dict:
+        record = read_record(path)
+        if not record.get("final"):
+            parser.error(f"{path} is not a finished run's record")
+        return record
+
+    ours = finished(args.ours)
     result: dict[str, dict] = {"ours": str(args.ours), "theirs": {}}
     print(f"ours: {args.ours} (warm start {ours['warm_start']})\n| theirs | " + " | ".join(ours["final"]) + " |")
     print("|---|" + "---|" * len(ours["final"]))
     for path in args.theirs:
-        theirs = read_record(path)
+        theirs = finished(path)
         if theirs.get("warm_start") != ours["warm_start"]:
             parser.error(f"{path}: warm start {theirs.get('warm_start')} is not ours ({ours['warm_start']}): "
                          "not paired")
         cells, result["theirs"][str(path)] = [], {}
         for split in ours["final"]:
+            if split not in theirs["final"]:
+                parser.error(f"{path}: no final evaluation on {split}")
             ids, a = won(ours, split)
             their_ids, b = won(theirs, split)
             if ids != their_ids:

@@ -106,13 +106,17 @@ def main() -> None:
         parser.error(f"{setting_dir} does not exist (give the matrix root and one of its settings)")
     if args.window < 1:
         parser.error(f"--window must be >= 1, got {args.window}")
-    data = {}
-    for i, directory in enumerate([setting_dir, *args.add]):
+
+    def runs_of(directory: Path) -> dict[str, dict[str, list[np.ndarray]]]:
         runs = load(directory, tuple(args.keys), args.seeds)
         if not runs:
             parser.error(f"no ESTIMATOR/seedN/metrics.jsonl nor ESTIMATOR-seedN.json with {args.keys} per "
                          f"iteration under {directory}")
-        data.update(runs if i == 0 else {f"{est}@{directory.name}": v for est, v in runs.items()})
+        return runs
+
+    data = runs_of(setting_dir)
+    for directory in args.add:
+        data.update({f"{est}@{directory.name}": v for est, v in runs_of(directory).items()})
     table = {est: {k: window_means(v, args.window) for k, v in keys.items()} for est, keys in data.items()}
     for key in args.keys:
         widths = max(len(rows[key]) for rows in table.values())
