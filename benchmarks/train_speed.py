@@ -9,13 +9,18 @@ Measures, with the preset's policy (warm-started as the trainer does it):
    loop of the same model over the same micro-batches (target: >= 0.8x);
 3. the share of one training iteration (rollout + advantages + update) spent in
    ``compute_advantages`` (target: < 1%);
-4. model forward passes of one iteration for ``grpo`` and ``gaca`` from the same seed (must be equal).
+4. model forward passes of one iteration for ``grpo`` and ``gaca`` from the same seed (must be equal);
+5. the two action modes on the same policy and the same train games: the cost of choosing among the
+   admissible actions (``rollout.action_mode="choose"``) against generating, per step row, for the
+   rollout (wall time of ``collect_rollouts``) and the update (``ppo_update``), interleaved repeats
+   (target: choose <= 2x generate for both).
 Prints a table and writes benchmarks/results/train_speed.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -50,20 +55,59 @@ def best(fn, repeats: int):
 def bare_update(policy, optimizer, batch, adv, micro: int, num_mb: int, perm: torch.Tensor) -> None:
     """The reference loop: score, −mean(A·logp), backward, AdamW step; same micro-batches
     (rows sorted by prompt length within each minibatch, as ``ppo_update`` does)."""
-    prompt_len = torch.tensor([len(p) for p in batch.prompt_ids])
+    rows = batch.rows  # generate mode: GeneratedResponses
+    prompt_len = rows.prompt_lengths
     for mb_idx in torch.tensor_split(perm, num_mb):
         mb_idx = mb_idx[torch.argsort(prompt_len[mb_idx], stable=True)]
         optimizer.zero_grad(set_to_none=True)
-        total = int(batch.response_mask[mb_idx].sum())
+        total = int(rows.mask[mb_idx].sum())
         for s in range(0, len(mb_idx), micro):
             idx = mb_idx[s : s + micro]
-            width = max(1, int(batch.response_mask[idx].sum(1).max()))
-            mask = batch.response_mask[idx, :width]
-            out = policy.score([batch.prompt_ids[int(i)] for i in idx], batch.response_ids[idx, :width], mask)
+            width = max(1, int(rows.mask[idx].sum(1).max()))
+            mask = rows.mask[idx, :width]
+            out = policy.score([rows.prompt_ids[int(i)] for i in idx], rows.response_ids[idx, :width], mask)
             loss = -(out.logprobs * adv[idx, None] * mask).sum() / total
             loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), 1.0)
         optimizer.step()
+
+
+def action_mode_costs(cfg, policy, state: dict, repeats: int) -> dict:
+    """Seconds per step row of one iteration's rollout and update in each action mode (same seeds)."""
+    seeds = train_task_seeds(cfg, 0)
+    adv_opts = cfg.advantage_options
+    out: dict = {mode: {"rollout_s_per_row": float("inf"), "policy_s_per_row": float("inf"),
+                        "update_s_per_row": float("inf")} for mode in ("generate", "choose")}
+    with EnvPool.for_split(cfg.env, cfg.env.train_split, cfg.rollout.tasks_per_iter * cfg.rollout.group_size,
+                           num_games=cfg.env.num_train_games) as pool:
+        for _ in range(repeats):
+            for mode in ("generate", "choose"):
+                rollout_cfg = dataclasses.replace(cfg.rollout, action_mode=mode)
+                policy.model.load_state_dict(state)
+                t0 = time.perf_counter()
+                batch = collect_rollouts(policy, pool, seeds, rollout_cfg,
+                                         generator=iteration_generator(cfg.seed, 0))
+                t1 = time.perf_counter()
+                adv = compute_advantages(batch.steps, cfg.estimator, **adv_opts).advantage
+                t2 = time.perf_counter()
+                ppo_update(policy, make_optimizer(policy, cfg.ppo), batch, adv, cfg.ppo,
+                           generator=torch.Generator().manual_seed(0))
+                t3 = time.perf_counter()
+                rows, m = batch.num_rows, out[mode]
+                m["rows"] = rows
+                m["rollout_s_per_row"] = min(m["rollout_s_per_row"], (t1 - t0) / rows)
+                m["policy_s_per_row"] = min(m["policy_s_per_row"], batch.generate_s / rows)
+                m["update_s_per_row"] = min(m["update_s_per_row"], (t3 - t2) / rows)
+                if mode == "choose":
+                    m["candidates_per_row"] = sum(c.size for c in batch.rows.choices) / rows
+                    m["success"] = sum(e.won for e in batch.episodes) / len(batch.episodes)
+                else:
+                    m["invalid_ratio"] = float(batch.invalid.float().mean())
+                    m["success"] = sum(e.won for e in batch.episodes) / len(batch.episodes)
+    out["ratio"] = {k: out["choose"][k] / out["generate"][k]
+                    for k in ("rollout_s_per_row", "policy_s_per_row", "update_s_per_row")}
+    policy.model.load_state_dict(state)
+    return out
 
 
 def main() -> int:
@@ -87,7 +131,7 @@ def main() -> int:
 
     # 1. rollout throughput on real prompts (expert play of held-out games, built as the rollout builds them)
     with EnvPool.for_split(cfg.env, cfg.env.eval_split, 4, num_games=cfg.env.num_eval_games, expert=True) as pool:
-        data = collect_expert_examples(pool, list(range(8)), history_length=cfg.rollout.history_length)
+        data = collect_expert_examples(pool, list(range(8)), prompt=cfg.rollout.prompt_format(pool.intro))
     prompts = [policy.build_prompt(p) for p, _ in data.examples][: args.rows]
     kw = dict(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
               top_p=cfg.rollout.top_p, stop=cfg.rollout.stop)
@@ -102,6 +146,8 @@ def main() -> int:
     result["rollout"]["speedup"] = result["rollout"]["sample_tokens_per_s"] / result["rollout"]["generate_tokens_per_s"]
 
     # 3./4. one real iteration per estimator from the same seed: forward passes and the advantage share
+    # (sections 2-4 measure generate mode; section 5 compares the modes)
+    generating = dataclasses.replace(cfg.rollout, action_mode="generate")
     it_pool = EnvPool.for_split(cfg.env, cfg.env.train_split, cfg.rollout.tasks_per_iter * cfg.rollout.group_size,
                                 num_games=cfg.env.num_train_games)
     state = {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
@@ -113,7 +159,7 @@ def main() -> int:
         gen = iteration_generator(cfg.seed, 0)
         calls0 = policy.forward_calls
         t0 = time.perf_counter()
-        batch = collect_rollouts(policy, it_pool, train_task_seeds(cfg, 0), cfg.rollout, generator=gen)
+        batch = collect_rollouts(policy, it_pool, train_task_seeds(cfg, 0), generating, generator=gen)
         t1 = time.perf_counter()
         calls1 = policy.forward_calls
         adv = compute_advantages(batch.steps, name, **cfg.advantage_options)
@@ -135,7 +181,7 @@ def main() -> int:
     # 2. update throughput: ppo_update vs the bare loop, same batch, same micro-batches
     assert batch is not None
     adv = compute_advantages(batch.steps, "gaca", **cfg.advantage_options).advantage
-    tokens = int(batch.response_mask.sum()) * cfg.ppo.epochs
+    tokens = int(batch.rows.mask.sum()) * cfg.ppo.epochs
     num_mb = min(cfg.ppo.num_minibatches, batch.num_rows)
 
     def run_ppo():
@@ -158,12 +204,17 @@ def main() -> int:
     result["update"] = {"tokens": tokens, "ppo_update_s": t_p, "bare_s": t_b, "ppo_tokens_per_s": tokens / t_p,
                         "bare_tokens_per_s": tokens / t_b, "ratio": t_b / t_p}
 
+    # 5. the action modes, same policy, same games, same seeds; interleaved repeats, best of each
+    result["action_modes"] = modes = action_mode_costs(cfg, policy, state, args.repeats)
+
     r, u = result["rollout"], result["update"]
     result["targets"] = {
         "rollout_at_least_generate": r["speedup"] >= 1.0,
         "update_at_least_0.8_bare": u["ratio"] >= 0.8,
         "advantage_under_1pct": max(v["advantage_share"] for v in iters.values()) < 0.01,
         "forward_passes_equal": result["forward_passes_equal"],
+        "choose_rollout_at_most_2x_generate": modes["ratio"]["rollout_s_per_row"] <= 2.0,
+        "choose_update_at_most_2x_generate": modes["ratio"]["update_s_per_row"] <= 2.0,
     }
     print(f"{'measure':34s} {'gaca':>12s} {'baseline':>12s} {'ratio':>7s}")
     print(f"{'rollout tokens/s (sample|generate)':34s} {r['sample_tokens_per_s']:12.1f} "
@@ -175,6 +226,10 @@ def main() -> int:
               f"advantage {v['advantage_s'] * 1e3:.2f}ms "
               f"({100 * v['advantage_share']:.3f}%), update {v['update_s']:.2f}s, forward passes {v['forward_passes']} "
               f"(rollout {v['forward_passes_rollout']}, update {v['forward_passes_update']})")
+    print(f"{'per step row (choose|generate)':34s} {'choose':>12s} {'generate':>12s} {'ratio':>7s}")
+    for key in ("rollout_s_per_row", "policy_s_per_row", "update_s_per_row"):
+        print(f"{key:34s} {modes['choose'][key]:12.4f} {modes['generate'][key]:12.4f} {modes['ratio'][key]:7.2f}")
+    print(f"{'candidates per step (choose)':34s} {modes['choose']['candidates_per_row']:12.1f}")
     print("targets:", json.dumps(result["targets"]))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

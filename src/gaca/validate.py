@@ -32,4 +32,10 @@ def integer(name: str, value: object, lo: int | None = None, hi: int | None = No
     number(name, value, lo, hi, integer=True)
 
 
-__all__ = ["integer", "number"]
+def choice(name: str, value: object, choices: tuple[object, ...] | list[object]) -> None:
+    """Check that ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+__all__ = ["choice", "integer", "number"]

@@ -99,3 +99,12 @@ def run_one(env: WebShopEnv, seed: int, prefix: list[str]) -> tuple[int, float]:
         if term or trunc:
             assert term, "the expert ran out of steps"
             return steps, reward
+
+
+# Measured on goals 0-299 of catalogue seed 0: 0.977 (train) and 0.980 (eval); the whole instruction,
+# the first query, finds a visibly perfect result for every goal the oracle wins.
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_oracle_with_instruction_queries_still_shops_well(split):
+    env = make(split=split, expert=True, search_queries="instruction")
+    success, mean_reward, _ = run_episodes(env, OracleAgent(), range(300))
+    assert 0.95 <= success < 1.0 and success <= mean_reward <= 1.0

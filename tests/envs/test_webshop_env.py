@@ -334,3 +334,36 @@ def test_state_key_tells_apart_what_the_page_text_does_not(env):
     env.reset(seed=0)
     again = _open_target(env, 0)[1][4]
     assert again["state_key"] == info["state_key"]  # same path, same state
+
+
+def test_instruction_queries_are_built_from_the_text_alone():
+    from gaca.envs.webshop.queries import instruction_queries, key_words, request_part
+
+    text = ("i am looking for jeans that are stretch denim and classic five pocket with size: 38w x 36l, "
+            "and price lower than 90.00 dollars")
+    assert request_part(text) == "i am looking for jeans that are stretch denim and classic five pocket"
+    assert key_words(request_part(text)) == "jeans stretch denim and classic five pocket"
+    assert instruction_queries(text) == (text, request_part(text), key_words(request_part(text)))
+    held_out = ("please help me find a smart watch band that is silicone; color olive, and price lower than "
+                "50.00 dollars")
+    assert instruction_queries(held_out)[1:] == ("please help me find a smart watch band that is silicone",
+                                                "smart watch band silicone")
+    assert instruction_queries("find me socks") == ("find me socks", "socks")  # duplicates dropped
+
+
+def test_instruction_search_queries_are_listed_and_the_only_ones_accepted():
+    env = make(split="eval", expert=True, search_queries="instruction")
+    _, info = env.reset(seed=3)
+    from gaca.envs.webshop.queries import instruction_queries
+
+    queries = instruction_queries(env.goal.instruction)
+    assert info["admissible_actions"] == [f"search[{q}]" for q in queries]
+    assert info["expert_plan"][0] in info["admissible_actions"]
+    _, _, _, _, info = env.step("search[anything else]")
+    assert not info["valid"] and info["page"] == "search"
+    _, _, _, _, info = env.step(f"search[{queries[-1].upper()}]")  # matching ignores case, as clicks do
+    assert info["valid"] and info["page"] == "results"
+    with pytest.raises(ValueError, match="generated WebShop"):
+        from gaca.envs.webshop import WebShopConfig
+
+        WebShopConfig(name="webshop", backend="real", search_queries="instruction")

@@ -7,7 +7,14 @@ import torch
 
 from gaca.advantage import compute_advantages, hash_text
 from gaca.config import ConfigError, from_dict
-from gaca.rollout import RolloutConfig, anchor_text, collect_expert_examples, collect_rollouts, format_response
+from gaca.rollout import (
+    PromptFormat,
+    RolloutConfig,
+    anchor_text,
+    collect_expert_examples,
+    collect_rollouts,
+    format_response,
+)
 from tests.rollout.fakes import CorridorEnv, ScriptedPolicy, forward_then, pool_of
 
 
@@ -38,9 +45,10 @@ def test_optimal_policy_rows_groups_and_rewards():
     assert (s.anchor[(s.group_id == 1) & (s.step == 2)] == hash_text(anchor_text("You are in room 2.", actions))).all()
     assert s.anchor_text is not None and s.anchor_text[0].startswith("You are in room 0.")
     # tokens: one row per step, log-probs of the step table are the sampler's
-    assert batch.response_ids.shape == batch.response_mask.shape == batch.logprobs.shape
-    assert torch.equal(s.logprobs, batch.logprobs) and torch.equal(s.mask, batch.response_mask)
-    assert len(batch.prompt_ids) == len(batch.texts) == len(batch.actions) == batch.num_rows
+    rows = batch.rows
+    assert rows.response_ids.shape == rows.mask.shape == rows.old_logprobs.shape
+    assert torch.equal(s.logprobs, rows.old_logprobs) and torch.equal(s.mask, rows.mask)
+    assert len(rows.prompt_ids) == len(batch.actions) == batch.num_rows
     # 1 batched call per step: 3 steps for the longest trajectory
     assert policy.calls == 3
     assert batch.forward_passes == policy.forward_calls
@@ -120,7 +128,7 @@ def test_rollout_is_reproducible_and_feeds_estimators():
                                 generator=torch.Generator().manual_seed(seed))
 
     a, b = run(3), run(3)
-    assert torch.equal(a.steps.reward, b.steps.reward) and torch.equal(a.logprobs, b.logprobs)
+    assert torch.equal(a.steps.reward, b.steps.reward) and torch.equal(a.steps.logprobs, b.steps.logprobs)
     for name in ("grpo", "gigpo", "gaca"):
         out = compute_advantages(a.steps, name)
         assert out.advantage.shape == (a.num_rows,) and torch.isfinite(out.advantage).all()
@@ -138,7 +146,7 @@ def test_prompt_memory_window_uses_previous_actions():
 
 def test_expert_examples_follow_the_plan():
     pool = pool_of(2, max_steps=10)
-    data = collect_expert_examples(pool, [0, 1, 2], history_length=2, thought="go")
+    data = collect_expert_examples(pool, [0, 1, 2], prompt=PromptFormat(history_length=2), thought="go")
     assert data.success_rate == 1.0 and data.episodes == 3
     assert len(data.examples) == 1 + 2 + 3
     assert all(r == format_response("go forward", "go") for _, r in data.examples)
@@ -149,7 +157,8 @@ def test_expert_detours_teach_recovery_and_are_not_targets():
     seeds = [2] * 8  # target room 3: three expert steps without detours
 
     def run(seed):
-        return collect_expert_examples(pool_of(4, max_steps=10), seeds, history_length=1, detour_prob=0.4, seed=seed)
+        return collect_expert_examples(pool_of(4, max_steps=10), seeds, prompt=PromptFormat(history_length=1),
+                                       detour_prob=0.4, seed=seed)
 
     data = run(1)
     # every target is the expert's action; the detours show up only in the prompts' history
@@ -158,10 +167,10 @@ def test_expert_detours_teach_recovery_and_are_not_targets():
     assert detoured, "no example starts after a detour"
     assert run(1).examples == data.examples  # seeded
     assert run(2).examples != data.examples
-    plain = collect_expert_examples(pool_of(4, max_steps=10), seeds, history_length=1)
+    plain = collect_expert_examples(pool_of(4, max_steps=10), seeds, prompt=PromptFormat(history_length=1))
     assert len(plain.examples) == 3 * len(seeds)
     with pytest.raises(ValueError, match="detour_prob"):
-        collect_expert_examples(pool_of(1), [0], history_length=1, detour_prob=1.0)
+        collect_expert_examples(pool_of(1), [0], prompt=PromptFormat(history_length=1), detour_prob=1.0)
 
 
 def test_expert_examples_need_expert_plans():
@@ -172,7 +181,7 @@ def test_expert_examples_need_expert_plans():
             return info
 
     with pytest.raises(RuntimeError, match="expert=True"):
-        collect_expert_examples(pool_of(1, env_cls=NoPlan), [0], history_length=2)
+        collect_expert_examples(pool_of(1, env_cls=NoPlan), [0], prompt=PromptFormat(history_length=2))
 
 
 def test_real_tiny_policy_rollout_logprobs_match_score():
@@ -188,8 +197,8 @@ def test_real_tiny_policy_rollout_logprobs_match_score():
     batch = collect_rollouts(policy, pool_of(2, max_steps=2), [1], cfg, generator=torch.Generator().manual_seed(0))
     assert batch.num_rows == 4 and batch.invalid.all()  # an untrained model writes no valid action
     with torch.no_grad():
-        scored = policy.score(batch.prompt_ids, batch.response_ids, batch.response_mask).logprobs
-    assert torch.allclose(scored, batch.logprobs, atol=1e-4)
+        scored = batch.rows.score(policy, temperature=1.0).logprobs
+    assert torch.allclose(scored, batch.steps.logprobs, atol=1e-4)
     assert batch.forward_passes > 0
 
 
@@ -224,13 +233,14 @@ def test_expert_repeats_teach_what_to_do_after_a_failed_action():
     from gaca.envs import EnvPool
 
     with EnvPool.from_envs([LampRoom() for _ in range(8)]) as pool:
-        data = collect_expert_examples(pool, list(range(40)), history_length=2, repeat_prob=0.5, seed=1)
+        data = collect_expert_examples(pool, list(range(40)), prompt=PromptFormat(history_length=2), repeat_prob=0.5,
+                                       seed=1)
     assert data.success_rate == 1.0
     after_failure = [r for p, r in data.examples if "Nothing happens." in p]
     assert after_failure and all("use lamp" in r for r in after_failure)
     assert all("go to lamp" not in r for p, r in data.examples if "You arrive at the lamp." in p)
     with EnvPool.from_envs([LampRoom()]) as pool:  # off by default: no failed action in expert play
-        plain = collect_expert_examples(pool, [0, 1], history_length=2)
+        plain = collect_expert_examples(pool, [0, 1], prompt=PromptFormat(history_length=2))
     assert not any("Nothing happens." in p for p, _ in plain.examples)
 
 

@@ -34,6 +34,21 @@ def test_render_prompt_first_step_and_zero_window():
     assert "Observation 1" not in none and "You have taken 1 step(s) so far." in none
 
 
+def test_action_memory_lists_the_actions_before_the_window():
+    history = [(f"obs {i}", f"act {i}") for i in range(6)]
+    text = render_prompt("t", "now", ["a"], history, history_length=2, step=6, action_memory=3)
+    assert "Your actions at steps 2-4: act 1; act 2; act 3." in text  # steps are 1-based, as the pairs'
+    assert "[Observation 5: obs 4 | Action 5: act 4]" in text and "act 0" not in text
+    assert text.index("Your actions at") < text.index("You have taken 6 step(s)")
+    short = render_prompt("t", "now", ["a"], history[:3], history_length=2, step=3, action_memory=3)
+    assert "Your actions at step 1: act 0." in short
+    only = render_prompt("t", "now", ["a"], history[:3], history_length=0, step=3, action_memory=2)
+    assert "Your actions at steps 2-3: act 1; act 2." in only and "Observation" not in only
+    # no memory: the prompt is the one the window alone renders (warm starts keyed before it stay valid)
+    assert render_prompt("t", "now", ["a"], history, history_length=2, step=6, action_memory=0) == \
+        render_prompt("t", "now", ["a"], history, history_length=2, step=6)
+
+
 @pytest.mark.parametrize(
     ("text", "action", "ok"),
     [

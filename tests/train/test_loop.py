@@ -54,6 +54,25 @@ def test_one_real_iteration_end_to_end(tmp_path, cache):
     assert stats.metrics() == result.eval_after
 
 
+def test_one_real_choose_mode_iteration_end_to_end(tmp_path, cache):
+    # choose mode on real ALFWorld games: nothing invalid, one action-level log-prob per row, and the
+    # checkpoint's evaluation replays the run's own (same sampling stream, same choices)
+    out = tmp_path / "run"
+    # 3-step games are rarely won and nothing is invalid: the action-level entropy bonus moves the weights
+    result = train(small_config(out, cache, "rollout.action_mode=choose", "eval.temperature=1.0",
+                                "rollout.invalid_penalty=0.0", "ppo.entropy_coef=0.01"))
+    m = records(out)[1]
+    assert m["env/invalid_ratio"] == 0.0 and m["eval/invalid_ratio"] == 0.0
+    assert m["env/response_length"] == 1.0 and m["perf/generated_tokens"] == m["env/step_rows"]
+    assert m["policy/ratio_mean"] == pytest.approx(1.0, abs=0.05) and torch.isfinite(torch.tensor(m["loss/total"]))
+    assert m["adv/nll_mean"] > 0  # the decision surprisal −log π(a|s) of a sampled choice
+    assert m["loss/entropy"] > 0
+    state = load_checkpoint(out)["policy"]
+    assert any(not torch.equal(state["model"][k], state["reference"][k]) for k in state["reference"])
+    stats, _ = evaluate_checkpoint(out)
+    assert stats.metrics() == result.eval_after
+
+
 def _final_state(run_dir):
     return load_checkpoint(run_dir)["policy"]["model"]
 

@@ -27,7 +27,7 @@ def flat(policy):
 
 def row_logprob(policy, batch):
     with torch.no_grad():
-        lp = policy.score(batch.prompt_ids, batch.response_ids, batch.response_mask).logprobs
+        lp = batch.rows.score(policy, temperature=1.0).logprobs
     return lp.sum(1)
 
 
@@ -49,7 +49,7 @@ def test_update_moves_toward_positive_advantage(make_policy, rollout_batch):
     assert m["policy/updates"] == 1.0 and m["policy/skipped_updates"] == 0.0
     for key in ("loss/total", "loss/policy", "policy/grad_norm", "policy/nll", "perf/update_tokens_per_s"):
         assert key in m and torch.isfinite(torch.tensor(m[key]))
-    assert stats.tokens == int(rollout_batch.response_mask.sum())
+    assert stats.tokens == int(rollout_batch.rows.mask.sum())
     assert stats.forward_passes == -(-n // 4)
 
 
@@ -116,7 +116,7 @@ def test_gaca_costs_no_model_call_beyond_grpo_and_reads_the_rollouts_logprobs(ma
         cfg = PPOConfig(micro_batch_size=4)
         ppo_update(policy, make_optimizer(policy, cfg), batch, adv.advantage, cfg, generator=rng)
         calls[name], nlls[name] = policy.forward_calls, adv.nll
-        rollout_nll = -(batch.logprobs * batch.response_mask).sum(1) / batch.response_mask.sum(1)
+        rollout_nll = -(batch.steps.logprobs * batch.steps.mask).sum(1) / batch.steps.mask.sum(1)
     assert calls["gaca"] == calls["grpo"] > 0
     torch.testing.assert_close(nlls["gaca"], rollout_nll)
     assert torch.all(nlls["grpo"] == 0)  # GRPO does not look at the log-probs at all
@@ -163,3 +163,40 @@ def test_warmup_ramps_lr_and_continues_from_the_optimizer_state(make_policy, rol
     again.load_state_dict(opt.state_dict())
     assert optimizer_steps_taken(again) == 6
     assert set_warmup_lr(make_optimizer(policy, cfg), cfg) == pytest.approx(0.25e-3)
+
+
+def test_choose_mode_update_is_action_level_starts_on_policy_and_follows_the_advantage(make_policy):
+    rcfg = RolloutConfig(group_size=3, tasks_per_iter=2, action_mode="choose", temperature=3.0)
+
+    def fresh():
+        policy = make_policy()
+        batch = collect_rollouts(policy, pool_of(6, max_steps=3), [0, 1], rcfg,
+                                 generator=torch.Generator().manual_seed(0))
+        return policy, batch
+
+    policy, batch = fresh()
+    n = batch.num_rows
+    with torch.no_grad():
+        before = batch.rows.score(policy, temperature=3.0).logprobs[:, 0]
+    torch.testing.assert_close(before, batch.rows.old_logprobs[:, 0], atol=1e-5, rtol=0)
+    cfg = PPOConfig(lr=1e-3, num_minibatches=1, micro_batch_size=4, kl_coef=0.1, entropy_coef=0.01)
+    stats = ppo_update(policy, make_optimizer(policy, cfg), batch, torch.randn(n, generator=torch.Generator()
+                       .manual_seed(1)), cfg, generator=torch.Generator().manual_seed(0))
+    m = stats.metrics
+    # one minibatch of one epoch: on-policy, so the ratio is 1 and the KL to the (initial) reference 0
+    assert m["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-5) and m["policy/approx_kl"] < 1e-10
+    assert m["loss/kl"] == pytest.approx(0.0, abs=1e-6)
+    # the entropy term is the action-level one: the mean over rows of H(π(·|s)) over the candidates
+    assert m["loss/entropy"] == pytest.approx(float(batch.entropy.mean()), abs=1e-5)
+    assert stats.tokens == n  # one action-level term per row
+
+    # direction: credit "go forward" wherever it was chosen, blame every other choice
+    policy, batch = fresh()
+    forward = torch.tensor([a == "go forward" for a in batch.actions])
+    assert forward.any() and not forward.all()
+    adv = torch.where(forward, 1.0, -1.0)
+    cfg = PPOConfig(lr=1e-2, num_minibatches=1, micro_batch_size=4)
+    ppo_update(policy, make_optimizer(policy, cfg), batch, adv, cfg, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        after = batch.rows.score(policy, temperature=3.0).logprobs[:, 0]
+    assert after[forward].mean() > before[forward].mean() and after[~forward].mean() < before[~forward].mean()

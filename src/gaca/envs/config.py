@@ -75,6 +75,11 @@ class EnvConfig:
         if self.step_timeout is not None:
             validate.number("env.step_timeout", self.step_timeout, 0.0, None, lo_open=True)
 
+    def unlisted_actions(self) -> str | None:
+        """Why some admissible actions are not listed as the exact text to send (None: all are), which
+        choosing among them (``rollout.action_mode="choose"``) needs; the text says which setting lists them."""
+        return None
+
     def num_games(self, split: str) -> int:
         """Games of ``split`` the trainer plays: ``num_train_games`` for the train split, else ``num_eval_games``."""
         return self.num_train_games if split == self.train_split else self.num_eval_games

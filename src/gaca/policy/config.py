@@ -65,6 +65,11 @@ class PolicyConfig:
     seed: int = 0
     """Seed of the ``tiny`` preset's random initialisation and of the LoRA adapters' initialisation."""
 
+    choice_chunk_tokens: int = 2048
+    """Choose mode (``rollout.action_mode="choose"``): the most candidate tokens packed after one copy of
+    a prompt in a forward pass; a decision with more is split into parts, each repeating the prompt.
+    Bounds the memory of scoring many candidates with a large model; results do not depend on it."""
+
     def __post_init__(self) -> None:
         if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ValueError(f"policy.device must be cpu, cuda or cuda:N, got {self.device!r}")
@@ -72,7 +77,8 @@ class PolicyConfig:
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
         if self.lora_rank < 0:
             raise ValueError(f"lora_rank must be >= 0, got {self.lora_rank}")
-        for name in ("tiny_hidden", "tiny_layers", "tiny_heads", "tiny_vocab", "tiny_max_positions"):
+        for name in ("tiny_hidden", "tiny_layers", "tiny_heads", "tiny_vocab", "tiny_max_positions",
+                     "choice_chunk_tokens"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.tiny_hidden % self.tiny_heads:

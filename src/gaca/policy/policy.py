@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from gaca.policy.choice import CandidateScores, ChoiceSet, pack_choices, split_shared_prefix
 from gaca.policy.config import PolicyConfig
 from gaca.policy.sampling import StopStrings, draw, sampling_logprobs
 
@@ -114,6 +115,7 @@ class CausalLMPolicy:
             pad = min(eos) if eos else 0
         self.pad_id = int(pad)
         self.chat = bool(getattr(tokenizer, "chat_template", None))
+        self._response_tokens: dict[str, list[int]] = {}
         if config.lora_rank == 0:
             self.reset_reference()
 
@@ -387,6 +389,70 @@ class CausalLMPolicy:
                 p = torch.softmax(z, dim=-1)
                 entropy = (lse - (p * z).sum(-1)).masked_fill(~mask, 0.0)
         return ScoreOutput(logprobs=logprobs, entropy=entropy)
+
+    # ------------------------------------------------------------------ choosing among candidates
+    def encode_choices(self, prompts: Sequence[str], responses: Sequence[Sequence[str]]) -> list[ChoiceSet]:
+        """Encode decision points: built prompts and, per prompt, the candidate responses (texts).
+
+        Each candidate is tokenized on its own, as :meth:`encode_response` (and SFT) tokenizes a
+        response, so there is no merge across the prompt/response boundary; the tokens all candidates
+        of a prompt start with move to the prompt side (``gaca.policy.choice.split_shared_prefix``).
+        """
+        if len(prompts) != len(responses):
+            raise ValueError(f"{len(prompts)} prompts for {len(responses)} candidate lists")
+        return [split_shared_prefix(self.encode_prompt(p), [self._response_token_ids(r) for r in cands])
+                for p, cands in zip(prompts, responses, strict=True)]
+
+    def _response_token_ids(self, text: str) -> list[int]:
+        ids = self._response_tokens.get(text)
+        if ids is None:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            if len(self._response_tokens) < 1 << 16:  # admissible actions repeat: tokenize each once
+                self._response_tokens[text] = ids
+        return ids
+
+    def score_choices(self, sets: Sequence[ChoiceSet], *, reference: bool = False) -> CandidateScores:
+        """Summed token log-probs (temperature 1) of every candidate of every decision point, in one forward pass.
+
+        The packed layout of ``gaca.policy.choice.pack_choices`` (a 4-D attention mask: each candidate
+        sees the prompt and itself), split into parts of at most ``config.choice_chunk_tokens``
+        candidate tokens. Gradients flow to :meth:`trainable_parameters` unless ``reference`` or under
+        ``no_grad``.
+
+        Returns:
+          :class:`gaca.policy.choice.CandidateScores`, [B, C] with C the most candidates of a decision.
+        """
+        impl = getattr(self._base_model().config, "_attn_implementation", "sdpa")
+        if impl not in ("sdpa", "eager"):
+            raise ValueError(f"choosing among candidates needs a custom attention mask, which the model's "
+                             f"attention implementation {impl!r} does not take: load it with sdpa or eager")
+        packed = pack_choices(sets, self.pad_id, chunk_tokens=self.config.choice_chunk_tokens)
+        device = self.device
+        allowed = packed.allowed.to(device)
+        if impl == "eager":  # eager attention adds the mask to the scores
+            dtype = next(self.model.parameters()).dtype
+            mask = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
+        else:
+            mask = allowed
+        keep = packed.input_ids.shape[1] - packed.prompt_width + 1
+        kwargs = {"input_ids": packed.input_ids.to(device), "attention_mask": mask,
+                  "position_ids": packed.position_ids.to(device), "use_cache": False, "logits_to_keep": keep}
+        with torch.no_grad() if reference else contextlib.nullcontext():
+            if reference:
+                with self._reference_model() as ref:
+                    out = self._forward(ref, **kwargs)
+            else:
+                out = self._forward(self.model, **kwargs)
+            z = out.logits.float()[packed.token_row.to(device), packed.token_logit.to(device)]  # [Q, V]
+            token_logp = z.gather(-1, packed.token_id.to(device)[:, None]).squeeze(-1) - torch.logsumexp(z, -1)
+            flat = packed.num_decisions * packed.max_candidates
+            index = packed.token_candidate.to(device)
+            sums = torch.zeros(flat, dtype=torch.float32, device=device).index_add(0, index, token_logp)
+            counts = torch.zeros(flat, dtype=torch.long, device=device).index_add(
+                0, index, torch.ones_like(index))
+        shape = (packed.num_decisions, packed.max_candidates)
+        return CandidateScores(logprob_sum=sums.view(shape), num_tokens=counts.view(shape), token_logprob=token_logp,
+                               token_candidate=index)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -1,19 +1,37 @@
-"""Policies in environments: the policy agent, the group rollout into the step table, expert data.
+"""Policies in environments: the action modes' agents, the group rollout into the step table, expert data.
 
 Everything steps episodes through the one driver, ``gaca.envs.play_episodes``.
 """
 
-from gaca.rollout.agent import PolicyAgent, SampledResponse
+from gaca.rollout.choose import ChooseAgent, ChosenAction, ChosenActions, NoCandidatesError
 from gaca.rollout.collect import RolloutBatch, RolloutConfig, anchor_text, collect_rollouts, step_table
 from gaca.rollout.expert import DETOUR, DetouringExpert, ExpertData, collect_expert_examples
-from gaca.rollout.prompt import ParsedResponse, format_response, parse_response, render_prompt, turn_prompt
+from gaca.rollout.generate import GenerateAgent, GeneratedResponses, SampledResponse
+from gaca.rollout.modes import ACTION_MODES, ResponseRows
+from gaca.rollout.prompt import (
+    DEFAULT_INTRO,
+    ParsedResponse,
+    PromptFormat,
+    format_response,
+    parse_response,
+    render_prompt,
+)
 
 __all__ = [
+    "ACTION_MODES",
+    "DEFAULT_INTRO",
     "DETOUR",
+    "ChooseAgent",
+    "ChosenAction",
+    "ChosenActions",
     "DetouringExpert",
     "ExpertData",
+    "GenerateAgent",
+    "GeneratedResponses",
+    "NoCandidatesError",
     "ParsedResponse",
-    "PolicyAgent",
+    "PromptFormat",
+    "ResponseRows",
     "RolloutBatch",
     "RolloutConfig",
     "SampledResponse",
@@ -24,5 +42,4 @@ __all__ = [
     "parse_response",
     "render_prompt",
     "step_table",
-    "turn_prompt",
 ]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from gaca.envs.episodes import Decision, Turn, play_episodes
 from gaca.envs.pool import EnvPool
-from gaca.rollout.prompt import format_response, turn_prompt
+from gaca.rollout.prompt import PromptFormat, format_response
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def collect_expert_examples(
     pool: EnvPool,
     seeds: list[int],
     *,
-    history_length: int,
+    prompt: PromptFormat,
     thought: str = "",
     detour_prob: float = 0.0,
     seed: int = 0,
@@ -97,7 +97,7 @@ def collect_expert_examples(
     Args:
       pool: environments built with ``expert=True``.
       seeds: one episode per seed.
-      history_length: K of the prompts (``RolloutConfig.history_length``); the intro is ``pool.intro``.
+      prompt: how the turns become prompts (``RolloutConfig.prompt_format(pool.intro)``).
       thought: the text inside ``<think></think>`` of every target.
       detour_prob: probability of a detour at each step, in [0, 1).
       seed: seed of the detour draws (same seed, same examples).
@@ -105,7 +105,7 @@ def collect_expert_examples(
     """
     played = play_episodes(pool, seeds, DetouringExpert(detour_prob, seed, repeat_prob))
     examples = [
-        (turn_prompt(s.turn, intro=pool.intro, history_length=history_length),
+        (prompt.render(s.turn),
          format_response(s.decision.action, thought))
         for s in played.steps() if s.decision.payload != DETOUR
     ]

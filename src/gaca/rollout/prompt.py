@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gaca.envs.episodes import Turn
 
+DEFAULT_INTRO = "You are an expert agent acting in a text-based environment."
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,8 @@ def render_prompt(
     *,
     history_length: int,
     step: int,
-    intro: str = "You are an expert agent acting in a text-based environment.",
+    intro: str = DEFAULT_INTRO,
+    action_memory: int = 0,
 ) -> str:
     """The agent prompt for one step.
 
@@ -48,11 +50,19 @@ def render_prompt(
       history_length: K, how many of the most recent pairs are shown (0: none).
       step: the 0-based index of the current step (= len(history) in a normal episode).
       intro: the first line (who the agent is, which environment).
+      action_memory: M, how many actions before those K pairs are listed, by name only (0: none).
     Returns:
       The user-message text (the policy applies its chat template on top).
     """
     lines = [intro, f"Your task is: {task}"]
     shown = history[-history_length:] if history_length > 0 else []
+    earlier = history[: len(history) - len(shown)]
+    remembered = earlier[-action_memory:] if action_memory > 0 else []
+    if remembered:
+        first = step - len(shown) - len(remembered) + 1
+        last = first + len(remembered) - 1
+        span = f"step {first}" if first == last else f"steps {first}-{last}"
+        lines.append(f"Your actions at {span}: " + "; ".join(act for _, act in remembered) + ".")
     if step > 0 and shown:
         first = step - len(shown) + 1
         lines.append(f"You have taken {step} step(s) so far. Your last {len(shown)} observation(s) and action(s):")
@@ -69,10 +79,22 @@ def render_prompt(
     return "\n".join(lines)
 
 
-def turn_prompt(turn: Turn, *, intro: str, history_length: int) -> str:
-    """``render_prompt`` of an episode driver's ``Turn`` (its task, observation, actions and history)."""
-    return render_prompt(turn.task, turn.observation, turn.admissible_actions, list(turn.history),
-                         history_length=history_length, step=turn.step, intro=intro)
+@dataclass(frozen=True)
+class PromptFormat:
+    """How an episode driver's ``Turn`` becomes the agent prompt (``RolloutConfig.prompt_format``)."""
+
+    intro: str = DEFAULT_INTRO
+    """The first line (the environment's ``EnvConfig.intro``)."""
+    history_length: int = 2
+    """K: the most recent (observation, action) pairs shown."""
+    action_memory: int = 0
+    """M: the actions before those K pairs listed by name only."""
+
+    def render(self, turn: Turn) -> str:
+        """``render_prompt`` of the turn's task, observation, actions and history."""
+        return render_prompt(turn.task, turn.observation, turn.admissible_actions, list(turn.history),
+                             history_length=self.history_length, step=turn.step, intro=self.intro,
+                             action_memory=self.action_memory)
 
 
 def format_response(action: str, thought: str = "") -> str:
@@ -121,4 +143,5 @@ def parse_response(text: str, *, fallback_chars: int = 40) -> ParsedResponse:
     return ParsedResponse(action=action, well_formed=well_formed)
 
 
-__all__ = ["ParsedResponse", "format_response", "parse_response", "render_prompt", "tag_spans", "turn_prompt"]
+__all__ = ["DEFAULT_INTRO", "ParsedResponse", "PromptFormat", "format_response", "parse_response", "render_prompt",
+           "tag_spans"]

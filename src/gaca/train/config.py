@@ -100,8 +100,6 @@ class SFTConfig:
     to 0 at the last step; ``gaca.policy.sft.LR_SCHEDULES``)."""
     batch_size: int = 16
     """SFT examples per step."""
-    thought: str = ""
-    """Text put inside <think></think> of the expert responses."""
     detour_prob: float = 0.0
     """Probability that an expert step is replaced by a random admissible action (not trained on);
     the expert's re-planned steps after it teach recovery from places the expert never visits
@@ -184,6 +182,10 @@ class TrainConfig:
         validate.integer("checkpoint_every", self.checkpoint_every, 0)
         validate.integer("threads", self.threads, 0)
         validate.integer("max_nonfinite", self.max_nonfinite, 1)
+        unlisted = self.env.unlisted_actions()
+        if self.rollout.action_mode == "choose" and unlisted is not None:
+            raise ValueError("rollout.action_mode='choose' chooses among the listed admissible actions, but "
+                             f"{unlisted}")
         if self.policy.model == "tiny" and self.sft.episodes == 0:
             raise ValueError("policy.model='tiny' needs sft.episodes > 0: its tokenizer and warm start come from "
                              "expert trajectories")

@@ -34,7 +34,7 @@ def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
         "env/episodes": float(len(played)),
         "env/crashed": float(s.crashed),
         "env/step_rows": float(batch.num_rows),
-        "env/response_length": float(batch.response_mask.sum(1).double().mean()),
+        "env/response_length": float(batch.rows.mask.sum(1).double().mean()),
         "perf/generated_tokens": float(batch.generated_tokens),
         "perf/forward_passes_rollout": float(batch.forward_passes),
         "perf/rollout_tokens_per_s": batch.generated_tokens / max(batch.generate_s, 1e-9),
@@ -43,13 +43,7 @@ def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
     }
 
 
-def step_nll(batch: RolloutBatch) -> torch.Tensor:
-    """[N] mean per-token NLL of each step's sampled response, ℓ_i = −mean_k logp_{i,k}."""
-    m = batch.response_mask
-    return -(torch.where(m, batch.logprobs, 0.0).sum(1) / m.sum(1).clamp_min(1))
-
-
-def advantage_metrics(adv: AdvantageOutput, batch: RolloutBatch) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+def advantage_metrics(adv: AdvantageOutput) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
     """adv/… scalars and the histograms (weight, criticality, advantage, NLL) of one AdvantageOutput."""
     out: dict[str, float] = {}
     out.update(_stats("adv/advantage", adv.advantage))
@@ -59,7 +53,7 @@ def advantage_metrics(adv: AdvantageOutput, batch: RolloutBatch) -> tuple[dict[s
     out["adv/step_level_std"] = float(adv.step_level.double().std()) if adv.step_level.numel() > 1 else 0.0
     out["adv/has_peer"] = float(adv.has_peer.double().mean())
     out["adv/abs_mean"] = float(adv.advantage.double().abs().mean())
-    nll = step_nll(batch)
+    nll = adv.nll  # the step table's NLL: generate, the mean token NLL; choose, −log π(a|s) by default
     out.update(_stats("adv/nll", nll))
     hists = {
         "adv/weight": adv.weight.detach().float(),
@@ -73,7 +67,7 @@ def advantage_metrics(adv: AdvantageOutput, batch: RolloutBatch) -> tuple[dict[s
 def iteration_metrics(batch: RolloutBatch, adv: AdvantageOutput, update: UpdateStats, clock: Stopwatch,
                       evaluation: EvalStats | None = None) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
     """Every scalar metric of one iteration and its histograms (see docs/metrics.md)."""
-    adv_scalars, hists = advantage_metrics(adv, batch)
+    adv_scalars, hists = advantage_metrics(adv)
     t = clock.seconds
     core = t["rollout"] + t["advantage"] + t["update"]
     metrics = {
@@ -92,4 +86,4 @@ def iteration_metrics(batch: RolloutBatch, adv: AdvantageOutput, update: UpdateS
     return metrics, hists
 
 
-__all__ = ["advantage_metrics", "iteration_metrics", "rollout_metrics", "step_nll"]
+__all__ = ["advantage_metrics", "iteration_metrics", "rollout_metrics"]

@@ -7,9 +7,10 @@ minibatch is one optimizer step. Its loss
 
 uses the aggregation weights w of the whole minibatch (``gaca.train.losses.AGGREGATIONS``), so the
 micro-batches' losses (``minibatch_loss``, one backward each) add up to exactly the minibatch loss
-and their gradients to its gradient. logπ_old is the rollout's sampling log-prob (the update starts
-on-policy); the KL is to the reference policy. Metrics are means over all minibatches, never the
-last one.
+and their gradients to its gradient. The terms (b, l) are what the rollout's action mode rescores
+(``RolloutBatch.rows``): the response tokens (generate), or one action-level log π(a|s) per row
+(choose). logπ_old is the rollout's sampling log-prob (the update starts on-policy); the KL is to
+the reference policy. Metrics are means over all minibatches, never the last one.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 
 from gaca.policy.protocol import Policy
 from gaca.rollout.collect import RolloutBatch
+from gaca.rollout.modes import ResponseRows
 from gaca.train.config import PPOConfig
 from gaca.train.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, aggregate, token_mean_weights
 
@@ -58,19 +60,24 @@ class NonFiniteGuard:
 class MicroBatch:
     """A slice of a minibatch's rows, with the minibatch's token weights for those rows."""
 
-    prompt_ids: list[torch.Tensor]
-    response_ids: torch.Tensor
-    """int64 [B, W], W = the longest response of the slice."""
-    mask: torch.Tensor
-    """bool [B, W]."""
-    old_logprobs: torch.Tensor
-    """float [B, W], the sampling log-probs."""
+    rows: ResponseRows
+    """The slice's rows, trimmed to width W (``ResponseRows.select``)."""
     advantages: torch.Tensor
     """float [B], one per row."""
     weights: torch.Tensor
     """float [B, W], the loss aggregation's weights (a slice of the whole minibatch's)."""
     diag_weights: torch.Tensor
     """float [B, W], token-mean weights of the minibatch (for the diagnostics, whatever the aggregation)."""
+
+    @property
+    def mask(self) -> torch.Tensor:
+        """bool [B, W]: the loss terms."""
+        return self.rows.mask
+
+    @property
+    def old_logprobs(self) -> torch.Tensor:
+        """float [B, W], the sampling log-probs."""
+        return self.rows.old_logprobs
 
 
 @dataclass
@@ -91,8 +98,7 @@ def minibatch_loss(policy: Policy, mb: MicroBatch, cfg: PPOConfig, *, temperatur
     to the reference policy (scored only when ``cfg.kl_coef > 0``), H the per-token entropy (only when
     ``cfg.entropy_coef > 0``). Scores use the sampling ``temperature``, so that r = 1 on-policy.
     """
-    scored = policy.score(mb.prompt_ids, mb.response_ids, mb.mask, temperature=temperature,
-                          with_entropy=cfg.entropy_coef > 0)
+    scored = mb.rows.score(policy, temperature=temperature, with_entropy=cfg.entropy_coef > 0)
     passes = 1
     logp = scored.logprobs
     adv = mb.advantages.unsqueeze(1).expand_as(logp)
@@ -102,8 +108,7 @@ def minibatch_loss(policy: Policy, mb: MicroBatch, cfg: PPOConfig, *, temperatur
     diag: dict[str, float] = {}
     if cfg.kl_coef > 0:
         with torch.no_grad():
-            ref = policy.score(mb.prompt_ids, mb.response_ids, mb.mask, temperature=temperature,
-                               reference=True).logprobs
+            ref = mb.rows.score(policy, temperature=temperature, reference=True).logprobs
         passes += 1
         kl = KL_ESTIMATORS[cfg.kl_estimator](logp, ref.detach())
         total = total + cfg.kl_coef * kl
@@ -138,21 +143,18 @@ def micro_batches(batch: RolloutBatch, rows: torch.Tensor, advantages: torch.Ten
     Rows of similar prompt length share micro-batches (less left padding to compute; the loss is a
     sum over rows, so their order does not change it).
     """
-    prompt_len = torch.tensor([len(batch.prompt_ids[int(i)]) for i in rows], dtype=torch.int64)
-    order = torch.argsort(prompt_len, stable=True)
+    order = torch.argsort(batch.rows.prompt_lengths[rows], stable=True)
     rows = rows[order]
-    mask_all = batch.response_mask[rows]
+    mask_all = batch.rows.mask[rows]
     weights = AGGREGATIONS[cfg.loss_agg](mask_all)
     diag_weights = token_mean_weights(mask_all)
     for start in range(0, len(rows), cfg.micro_batch_size):
         local = slice(start, start + cfg.micro_batch_size)
         idx = rows[local]
-        width = max(1, int(batch.response_mask[idx].sum(1).max()))
+        sliced = batch.rows.select(idx)
+        width = sliced.mask.shape[1]
         yield MicroBatch(
-            prompt_ids=[batch.prompt_ids[int(i)] for i in idx],
-            response_ids=batch.response_ids[idx, :width],
-            mask=batch.response_mask[idx, :width],
-            old_logprobs=batch.logprobs[idx, :width],
+            rows=sliced,
             advantages=advantages[idx],
             weights=weights[local, :width],
             diag_weights=diag_weights[local, :width],

@@ -72,7 +72,10 @@ def warmstart_key(cfg: TrainConfig) -> str:
     """A hash of everything the warm start depends on: seed, policy, SFT, the train games, the prompt."""
     parts = {name: {k: v for k, v in to_dict(getattr(cfg, name)).items() if k not in _NOT_IN_KEY[name]}
              for name in _NOT_IN_KEY}
+    parts["sft"]["thought"] = cfg.rollout.thought  # the SFT targets' thought, keyed where it was before it moved
     parts.update(seed=cfg.seed, history_length=cfg.rollout.history_length, format=1)
+    if cfg.rollout.action_memory:  # a setting newer than the key: keyed only where it changes the prompts
+        parts["action_memory"] = cfg.rollout.action_memory
     return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -159,7 +162,7 @@ def _fresh_warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, 
     with EnvPool.for_split(cfg.env, cfg.env.train_split, min(cfg.sft.episodes, 16), num_games=num_games,
                            expert=True) as pool:
         data = collect_expert_examples(pool, [i % num_games for i in range(cfg.sft.episodes)],
-                                       history_length=cfg.rollout.history_length, thought=cfg.sft.thought,
+                                       prompt=cfg.rollout.prompt_format(pool.intro), thought=cfg.rollout.thought,
                                        detour_prob=cfg.sft.detour_prob, seed=cfg.seed,
                                        repeat_prob=cfg.sft.repeat_prob)
     tokenizer = None

@@ -26,7 +26,7 @@ def make(config: WebShopConfig, *, split: str, num_games: int | None = None, exp
     if config.backend == "generated":
         return WebShopEnv(split=split, seed=config.catalogue_seed, num_products=int(config.num_products or 0),
                           max_steps=config.max_steps, expert=expert, show_instruction=config.show_instruction,
-                          lowercase=config.lowercase)
+                          lowercase=config.lowercase, search_queries=config.search_queries)
     if expert:
         raise ValueError("expert=True needs the generated backend (the real WebShop has no oracle here)")
     return RealWebShopEnv(split=split, num_products=config.num_products, max_steps=config.max_steps,

@@ -36,6 +36,11 @@ class WebShopConfig(EnvConfig):
     instruction and the click actions write them (``B0XJ84B7M6`` on the page is ``click[b0xj84b7m6]``).
     WebShop's text keeps the catalogue's case (a pretrained model maps it); a model trained from
     scratch must otherwise learn the case mapping before it can copy an id."""
+    search_queries: Literal["free", "instruction"] = "free"
+    """Generated backend: what the search page accepts. ``free``: any query, listed as the placeholder
+    ``search[<your query>]`` (the agent writes its own, as in WebShop). ``instruction``: the few queries
+    built from the instruction's text (``gaca.envs.webshop.queries``), each listed; the oracle searches
+    the best of them. Choosing among admissible actions (``rollout.action_mode="choose"``) needs it."""
     human_goals: bool | None = None
     """Real backend: WebShop's human-written instructions (true, WebShop's default when unset) or its
     synthetic ones (false)."""
@@ -46,8 +51,17 @@ class WebShopConfig(EnvConfig):
             raise ValueError("env.human_goals is a setting of the real WebShop (env.backend='real')")
         if self.backend == "real" and self.lowercase:
             raise ValueError("env.lowercase is a setting of the generated WebShop (env.backend='generated')")
+        if self.backend == "real" and self.search_queries != "free":
+            raise ValueError("env.search_queries='instruction' is a setting of the generated WebShop "
+                             "(env.backend='generated')")
         if self.backend == "generated" and (self.num_products is None or self.num_products < 30):
             raise ValueError(f"env.num_products must be >= 30 for the generated catalogue, got {self.num_products}")
+
+    def unlisted_actions(self) -> str | None:
+        if self.search_queries == "free":
+            return ("WebShop's search page takes any query (search[<your query>]): set "
+                    "env.search_queries='instruction' to list queries built from the instruction")
+        return None
 
 
 __all__ = ["WebShopConfig"]

@@ -36,6 +36,7 @@ from typing import Any
 
 from gaca.envs.webshop.catalog import Catalogue, Goal, Split, get_catalogue
 from gaca.envs.webshop.oracle import RESULTS_PER_PAGE, OraclePlan, make_plan, next_actions
+from gaca.envs.webshop.queries import instruction_queries
 from gaca.envs.webshop.reward import webshop_reward
 
 logger = logging.getLogger(__name__)
@@ -90,14 +91,20 @@ class WebShopEnv:
       show_instruction: keep the instruction in every observation (WebShop's text); False: drop it
         (``strip_instruction``; the agent's prompt states the task already).
       lowercase: lowercase every page (ids, titles and options as the click actions write them).
+      search_queries: ``"free"`` (any query) or ``"instruction"`` (the queries built from the instruction,
+        ``gaca.envs.webshop.queries``, each listed; the oracle searches the best of them).
     """
 
     def __init__(self, split: Split = "train", seed: int = 0, num_products: int = 2400, max_steps: int = 15,
-                 expert: bool = False, show_instruction: bool = True, lowercase: bool = False) -> None:
+                 expert: bool = False, show_instruction: bool = True, lowercase: bool = False,
+                 search_queries: str = "free") -> None:
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if search_queries not in ("free", "instruction"):
+            raise ValueError(f"search_queries must be 'free' or 'instruction', got {search_queries!r}")
+        self.search_queries = search_queries
         self.split = split
         self.seed = seed
         self.max_steps = max_steps
@@ -172,10 +179,18 @@ class WebShopEnv:
             return ["back to search", "< prev"]
         return []
 
+    def queries(self) -> tuple[str, ...] | None:
+        """The queries the search page accepts (``search_queries="instruction"``); None: any query."""
+        if self.search_queries == "free" or self.goal is None:
+            return None
+        return instruction_queries(self.goal.instruction)
+
     def admissible_actions(self) -> list[str]:
-        """``search[<your query>]`` on the search page, else ``click[x]`` for each clickable x."""
+        """On the search page ``search[<your query>]`` (free queries) or ``search[q]`` for each offered
+        query; elsewhere ``click[x]`` for each clickable x."""
         if self.state.page == "search":
-            return [SEARCH_ACTION]
+            queries = self.queries()
+            return [SEARCH_ACTION] if queries is None else [f"search[{q}]" for q in queries]
         return [f"click[{c}]" for c in self.clickables()]
 
     def _page_asins(self) -> tuple[str, ...]:
@@ -191,7 +206,9 @@ class WebShopEnv:
         name, arg = parsed
         s = self.state
         if name == "search":
-            if s.page != "search" or not arg:
+            queries = self.queries()
+            offered = queries is None or arg in {" ".join(q.lower().split()) for q in queries}
+            if s.page != "search" or not arg or not offered:
                 return False, 0.0, None
             self.state = PageState(page="results", keywords=arg, results=self.catalogue.search(arg))
             return True, 0.0, None
@@ -301,7 +318,7 @@ class WebShopEnv:
         assert goal is not None
         plan = self._plans.get(goal.index)
         if plan is None:
-            plan = self._plans[goal.index] = make_plan(self.catalogue, goal)
+            plan = self._plans[goal.index] = make_plan(self.catalogue, goal, self.queries())
         s = self.state
         return next_actions(plan, s.page, s.keywords, s.page_no, s.asin, s.options, self.catalogue, goal)
 

@@ -5,7 +5,8 @@ title, features, description, options and price, not the hidden attribute list t
 checks (``catalog.SHOW_ATTRIBUTE_PROB``). It can buy only what search shows it, within the top-50
 results. Its plan:
 
-1. search the goal's key words (its attributes, then its product type), once;
+1. search the goal's key words (its attributes, then its product type), once (where the search page
+   accepts only queries built from the instruction, the one of them whose results look best);
 2. page to the first result that visibly satisfies the goal (else the one with the best visible
    score: it may or may not have the missing attributes hidden), open it;
 3. select each goal option the item offers, then ``Buy Now``.
@@ -17,6 +18,7 @@ and its best guess lacks a hidden attribute, or an option, or the price.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gaca.envs.webshop.catalog import Catalogue, Goal, Product
@@ -62,9 +64,16 @@ def oracle_query(goal: Goal) -> str:
     return " ".join((*goal.attributes, goal.type_name))
 
 
-def make_plan(catalogue: Catalogue, goal: Goal) -> OraclePlan:
-    """The oracle's plan for ``goal``: the first perfect result of its one query, else the best one."""
-    return _plan_for_query(catalogue, goal, oracle_query(goal))
+def make_plan(catalogue: Catalogue, goal: Goal, queries: Sequence[str] | None = None) -> OraclePlan:
+    """The oracle's plan for ``goal``: the first perfect result of its one query, else the best one.
+
+    ``queries``: the search page accepts only these (``search_queries="instruction"``); the oracle
+    plans with each and keeps the plan whose result looks best (the first such query on a tie).
+    """
+    if queries is None:
+        return _plan_for_query(catalogue, goal, oracle_query(goal))
+    plans = [_plan_for_query(catalogue, goal, q) for q in queries]
+    return max(plans, key=lambda p: p.visible_reward)
 
 
 def visible_reward(product: Product, goal: Goal, options: dict[str, str]) -> float:
