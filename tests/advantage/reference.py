@@ -185,7 +185,8 @@ def _empg(batch, o, trajs, episode, nll, g):
         for i in rows:
             hn[i] = (h[i] - lo) / (hi - lo + o["eps"])
     raw = [math.exp(-o["empg_k"] * x) for x in hn]
-    scale = [raw[i] / _mean([raw[j] for j in members[scope[i]]]) for i in range(n)]
+    raw_mean = {key: _mean([raw[j] for j in rows]) for key, rows in members.items()}
+    scale = [raw[i] / raw_mean[scope[i]] for i in range(n)]
     following = {}
     for rows in trajs.values():
         for a, b in itertools.pairwise(rows):
@@ -193,7 +194,8 @@ def _empg(batch, o, trajs, episode, nll, g):
     modulated = [scale[i] * episode[i]
                  + (o["empg_zeta"] * math.exp(-o["empg_k_future"] * hn[following[i]]) if i in following else 0.0)
                  for i in range(n)]
-    adv = [modulated[i] - _mean([modulated[j] for j in members[scope[i]]]) for i in range(n)]
+    modulated_mean = {key: _mean([modulated[j] for j in rows]) for key, rows in members.items()}
+    adv = [modulated[i] - modulated_mean[scope[i]] for i in range(n)]
     return {"advantage": adv, "episode": episode, "weight": scale, "criticality": hn, "nll": nll}
 
 

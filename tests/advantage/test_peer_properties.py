@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from gaca.advantage import StepBatch, compute_advantages
 from gaca.advantage.hgpo import history_groups
 from gaca.advantage.layout import trajectory_layout
-from gaca.advantage.segments import segment_count
+from gaca.advantage.segments import segment_all_equal, segment_count
 
 from .test_properties import FIELDS, SETTINGS, step_tables
 
@@ -177,3 +177,14 @@ def test_hgpo_level_count_matches_trajectory_lengths():
     # Level 2: (1, 2) is shared by both trajectories' step 1; (2, 3) is τ0's alone.
     ids, num = levels[1]
     assert num == 2 and int(segment_count(ids[ids >= 0], num).max()) == 2
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0.0, 0.1, 9.5, 10.0, -0.1])), min_size=1, max_size=40))
+def test_segment_all_equal_is_min_equals_max(rows):
+    ids = torch.tensor([r[0] for r in rows])
+    values = torch.tensor([r[1] for r in rows], dtype=torch.float64)
+    got = segment_all_equal(values, ids, 7)
+    for s in range(7):
+        members = values[ids == s]
+        assert bool(got[s]) == (members.numel() == 0 or bool(members.min() == members.max()))

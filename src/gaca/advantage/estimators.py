@@ -24,7 +24,7 @@ from gaca.advantage.hgpo import hgpo_advantage, history_groups
 from gaca.advantage.layout import Layout, trajectory_layout
 from gaca.advantage.mixing import mix_advantages, mixing_weight
 from gaca.advantage.options import AdvantageOptions
-from gaca.advantage.segments import segment_min_max
+from gaca.advantage.segments import segment_all_equal
 from gaca.advantage.step import anchor_keys, discounted_returns, step_groups, step_level_advantage
 from gaca.advantage.uncertainty import step_uncertainty
 from gaca.registry import Registry
@@ -276,8 +276,7 @@ def _flat_episode_groups(batch: StepBatch, layout: Layout, options: AdvantageOpt
     penalty = _row_penalty(batch, options)
     if penalty is not None:
         scores = scores - penalty.to(scores.dtype)
-    low, high = segment_min_max(scores, layout.group, layout.num_groups)
-    return (high == low).index_select(0, layout.group)
+    return segment_all_equal(scores, layout.group, layout.num_groups).index_select(0, layout.group)
 
 
 @register_estimator(

@@ -32,9 +32,10 @@ abstract was not available to us: the equations above are those of the code. Our
   population std.
 - Which levels are left out: the code tests A_j,i ≠ 0, which drops the all-equal levels and, as a
   side effect, a step that sits exactly at its group's mean; its float32 mean of equal returns can
-  also miss 0 by a rounding error and keep a level with no signal. We test the group instead (its
-  min = max, exact in floats): the two agree except for a step exactly at a non-flat group's mean,
-  which we keep (it adds 0 to the numerator and its weight to the denominator).
+  also miss 0 by a rounding error and keep a level with no signal. We test the group instead (all
+  its returns equal, exact in floats): the two agree except for a step exactly at the mean of a
+  group whose returns differ, which we keep (it adds 0 to the numerator, its weight to the
+  denominator).
   ``hgpo_zero_levels='keep'`` counts every level with a peer (the plain weighted mean).
 """
 
@@ -47,7 +48,7 @@ import torch
 
 from gaca.advantage.layout import Layout
 from gaca.advantage.normalize import Norm, group_normalize
-from gaca.advantage.segments import pair_ids, segment_min_max
+from gaca.advantage.segments import dense_ids, segment_all_equal
 
 ZeroLevels = Literal["skip", "keep"]
 
@@ -73,13 +74,17 @@ def history_groups(layout: Layout, anchor_key: torch.Tensor, depth: int) -> list
     traj_sorted = layout.traj.index_select(0, order)
     start = (torch.cumsum(layout.traj_len, 0) - layout.traj_len).index_select(0, traj_sorted)
     position = torch.arange(n, device=order.device) - start
-    key, num = pair_ids(layout.group.index_select(0, order), layout.num_groups, anchor_sorted)
+    # Anchors made dense once: each level is then one sort of (parent key, anchor) pairs, whose
+    # codes stay below N·N, far from 2^63.
+    anchor_dense, num_anchors = dense_ids(anchor_sorted)
+    key, num = dense_ids(layout.group.index_select(0, order) * num_anchors + anchor_dense)
     levels_sorted = [(key, num)]
     for j in range(2, depth + 2):
         rows = torch.nonzero(position >= j - 1).squeeze(1)
         deeper = torch.full((n,), -1, dtype=torch.int64, device=order.device)
         if rows.numel():
-            sub, num = pair_ids(key.index_select(0, rows), num, anchor_sorted.index_select(0, rows - (j - 1)))
+            earlier = anchor_dense.index_select(0, rows - (j - 1))
+            sub, num = dense_ids(key.index_select(0, rows) * num_anchors + earlier)
             deeper.index_copy_(0, rows, sub)
         else:
             num = 0
@@ -138,20 +143,19 @@ def hgpo_advantage(
     total_weight = torch.zeros_like(returns)
     has_peer = torch.zeros(returns.shape[0], dtype=torch.bool, device=returns.device)
     for j, (ids, num) in enumerate(levels, start=1):
-        rows = torch.nonzero(ids >= 0).squeeze(1)
-        if rows.numel() == 0:
-            continue
-        level_returns, level_ids = returns.index_select(0, rows), ids.index_select(0, rows)
-        adv, size = group_normalize(level_returns, level_ids, num, norm=norm, eps=eps, unbiased=unbiased)
-        valid = size > 1
+        present = ids >= 0
+        # Rows without level j go to an extra segment, whose statistics are never used: every
+        # reduction stays one pass over all N rows, with no gather of the level's rows.
+        segments = torch.where(present, ids, num)
+        adv, size = group_normalize(returns, segments, num + 1, norm=norm, eps=eps, unbiased=unbiased)
+        valid = present & (size > 1)
         if j == 1:
-            has_peer.index_copy_(0, rows, valid)
+            has_peer = valid.clone()
         if zero_levels == "skip":
-            low, high = segment_min_max(level_returns, level_ids, num)
-            valid &= (high > low).index_select(0, level_ids)
+            valid &= ~segment_all_equal(returns, segments, num + 1).index_select(0, segments)
         weight = float(j + 1) ** alpha
-        numerator.index_add_(0, rows[valid], weight * adv[valid])
-        total_weight.index_add_(0, rows[valid], torch.full_like(adv[valid], weight))
+        numerator += torch.where(valid, adv, 0.0) * weight
+        total_weight += valid.to(returns.dtype) * weight
     step_weight = total_weight.clone()
     step_numerator = numerator.clone()
     if base is not None:

@@ -95,6 +95,24 @@ def segment_min_max(values: torch.Tensor, ids: torch.Tensor, num_segments: int) 
     return low, high
 
 
+def segment_all_equal(values: torch.Tensor, ids: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """[S] bool: every row of the segment holds the same value (exact comparison; an empty segment
+    counts as equal).
+
+    Each row is compared with one row of its segment (whichever ``index_copy_`` wrote last: any
+    member serves), which is cheaper than a segment min and max.
+
+    Args:
+      values: [N] float.
+      ids:    [N] int64 dense segment ids.
+    Returns:
+      [S] bool.
+    """
+    representative = torch.zeros(num_segments, dtype=values.dtype, device=values.device).index_copy_(0, ids, values)
+    differs = values != representative.index_select(0, ids)
+    return torch.bincount(ids[differs], minlength=num_segments) == 0
+
+
 def discounted_returns_sorted(rewards: torch.Tensor, is_last: torch.Tensor, gamma: float) -> torch.Tensor:
     """Discounted return of each row, rows sorted by (trajectory, step).
 
@@ -134,6 +152,7 @@ __all__ = [
     "dense_ids",
     "discounted_returns_sorted",
     "pair_ids",
+    "segment_all_equal",
     "segment_count",
     "segment_mean_std",
     "segment_min_max",
