@@ -156,16 +156,15 @@ def hgpo_advantage(
         weight = float(j + 1) ** alpha
         numerator += torch.where(valid, adv, 0.0) * weight
         total_weight += valid.to(returns.dtype) * weight
-    step_weight = total_weight.clone()
-    step_numerator = numerator.clone()
+    base_numerator = base_weight = torch.zeros_like(returns)
     if base is not None:
         if base_valid is None:
             raise ValueError("hgpo_advantage: base needs base_valid (where level 0 counts)")
-        numerator = numerator + torch.where(base_valid, base.to(returns.dtype), 0.0)
-        total_weight = total_weight + base_valid.to(returns.dtype)
-    denominator = total_weight + eps
-    return HgpoTerms(advantage=numerator / denominator, step_level=step_numerator / denominator,
-                     weight=step_weight / denominator, has_peer=has_peer)
+        base_numerator = torch.where(base_valid, base.to(returns.dtype), 0.0)
+        base_weight = base_valid.to(returns.dtype)
+    denominator = total_weight + base_weight + eps
+    return HgpoTerms(advantage=(numerator + base_numerator) / denominator, step_level=numerator / denominator,
+                     weight=total_weight / denominator, has_peer=has_peer)
 
 
 __all__ = ["HgpoTerms", "ZeroLevels", "hgpo_advantage", "history_groups"]
