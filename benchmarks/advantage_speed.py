@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -98,7 +99,10 @@ def main() -> None:
 
     torch.manual_seed(0)
     rows_out = []
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    load_before = os.getloadavg()
+    cpu = platform.processor() or platform.machine()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu}, load average {load_before[0]:.2f} "
+          f"on {os.cpu_count()} cores (the x sort column is the robust one)")
     header = (f"{'rows':>9} {'estimator':>10} {'total s':>9} {'compute s':>10} {'x sort':>7} {'rows/s':>12} "
               f"{'reference s':>12} {'speedup':>9}")
     print(header)
@@ -144,7 +148,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = dict(
         machine=dict(platform=platform.platform(), processor=platform.processor(), threads=torch.get_num_threads(),
-                     torch=torch.__version__, device="cpu"),
+                     torch=torch.__version__, device="cpu", cores=os.cpu_count(),
+                     load_average_before=load_before[0], load_average_after=os.getloadavg()[0]),
         batch_shape="groups of 8 trajectories, 5-50 steps, sparse 10/0 reward, 12 anchor states per group, 32 tokens",
         results=rows_out, memory=memory, targets=targets,
         passed={k: targets[k] <= v for k, v in limits.items() if k in targets},
