@@ -4,16 +4,19 @@
 
 For each size and estimator: the time to build and validate the ``StepBatch`` (this computes the
 per-row log-prob sums the NLL needs) plus ``compute_advantages`` (layout, discounted returns,
-grouping, criticality, mixing), best of several repeats; rows/s; the slow loop reference of
-tests/advantage/reference.py at the small sizes and the speedup over it; peak extra memory of
-``gaca`` at the largest size relative to the input log-prob tensor. Prints a table, checks the
-targets of issue 2 and writes benchmarks/results/advantage_speed.json.
+grouping, criticality, mixing), best of several repeats; rows/s; the estimate-only time as a
+multiple of one ``torch.argsort`` of N random int64 keys timed in the same run (``x sort``: a
+machine-independent cost, the unit every estimator pays at least once for its layout); the slow
+loop reference of tests/advantage/reference.py at the small sizes and the speedup over it; peak
+extra memory of ``gaca`` at the largest size relative to the input log-prob tensor. Prints a
+table, checks the targets of issue 2 and writes benchmarks/results/advantage_speed.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -29,7 +32,7 @@ from gaca.advantage import ESTIMATORS, StepBatch, compute_advantages  # noqa: E4
 from gaca.testing.synthetic import synthetic_batch  # noqa: E402
 
 FIELDS = ("group_id", "traj_id", "step", "anchor", "reward", "logprobs", "mask")
-ESTIMATOR_ORDER = ["grpo", "rloo", "gigpo", "fixed_mix", "gaca"]
+ESTIMATOR_ORDER = ["grpo", "rloo", "gigpo", "fixed_mix", "gaca", "empg", "hgpo"]
 
 
 def best_time(fn, repeats: int) -> float:
@@ -39,6 +42,12 @@ def best_time(fn, repeats: int) -> float:
         fn()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def sort_time(rows: int, repeats: int) -> float:
+    """Best time of one ``torch.argsort`` of ``rows`` random int64 keys: the cost unit of the table."""
+    keys = torch.randint(0, 2**62, (rows,), generator=torch.Generator().manual_seed(rows))
+    return best_time(lambda: torch.argsort(keys), repeats)
 
 
 def time_estimator(fields: dict, name: str, repeats: int) -> tuple[float, float]:
@@ -90,8 +99,11 @@ def main() -> None:
 
     torch.manual_seed(0)
     rows_out = []
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
-    header = (f"{'rows':>9} {'estimator':>10} {'total s':>9} {'compute s':>10} {'rows/s':>12} "
+    load_before = os.getloadavg()
+    cpu = platform.processor() or platform.machine()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu}, load average {load_before[0]:.2f} "
+          f"on {os.cpu_count()} cores (the x sort column is the robust one)")
+    header = (f"{'rows':>9} {'estimator':>10} {'total s':>9} {'compute s':>10} {'x sort':>7} {'rows/s':>12} "
               f"{'reference s':>12} {'speedup':>9}")
     print(header)
     print("-" * len(header))
@@ -99,16 +111,19 @@ def main() -> None:
         batch = synthetic_batch(rows, seed=rows)
         fields = {k: getattr(batch, k) for k in FIELDS}
         repeats = 3 if rows >= 1_000_000 else 5
+        sort_s = sort_time(rows, repeats)
         for name in ESTIMATOR_ORDER + sorted(set(ESTIMATORS) - set(ESTIMATOR_ORDER)):
             total, compute_only = time_estimator(fields, name, repeats)
             reference = None
             if rows <= args.reference_max_rows:
                 reference = best_time(lambda name=name, batch=batch: reference_advantages(batch, name), 1)
-            entry = dict(rows=rows, estimator=name, total_s=total, compute_s=compute_only, rows_per_s=rows / total,
+            entry = dict(rows=rows, estimator=name, total_s=total, compute_s=compute_only, sort_s=sort_s,
+                         compute_per_sort=compute_only / sort_s, rows_per_s=rows / total,
                          reference_s=reference, speedup=(reference / total) if reference else None)
             rows_out.append(entry)
             ref = f"{reference:12.3f} {reference / total:8.0f}x" if reference else f"{'-':>12} {'-':>9}"
-            print(f"{rows:>9} {name:>10} {total:9.4f} {compute_only:10.4f} {rows / total:12.3e} {ref}")
+            print(f"{rows:>9} {name:>10} {total:9.4f} {compute_only:10.4f} {compute_only / sort_s:7.1f} "
+                  f"{rows / total:12.3e} {ref}")
 
     def lookup(rows, name, key="total_s"):
         return next(e[key] for e in rows_out if e["rows"] == rows and e["estimator"] == name)
@@ -133,7 +148,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = dict(
         machine=dict(platform=platform.platform(), processor=platform.processor(), threads=torch.get_num_threads(),
-                     torch=torch.__version__, device="cpu"),
+                     torch=torch.__version__, device="cpu", cores=os.cpu_count(),
+                     load_average_before=load_before[0], load_average_after=os.getloadavg()[0]),
         batch_shape="groups of 8 trajectories, 5-50 steps, sparse 10/0 reward, 12 anchor states per group, 32 tokens",
         results=rows_out, memory=memory, targets=targets,
         passed={k: targets[k] <= v for k, v in limits.items() if k in targets},

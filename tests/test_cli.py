@@ -42,6 +42,15 @@ def test_config_show_prints_the_resolved_config_with_its_documentation(capsys):
     assert "unknown config key(s) ['env.max_stepz']" in capsys.readouterr().err
 
 
+def test_config_show_takes_the_peer_estimators_and_documents_their_options(capsys):
+    assert main(["config", "show", "estimator=hgpo", "advantage.hgpo_history=4", "advantage.uncertainty=nll"]) == 0
+    out = capsys.readouterr().out
+    assert '\nestimator = "hgpo"\n' in out and "\nhgpo_history = 4\n" in out and '\nuncertainty = "nll"\n' in out
+    assert "# HGPO's history depth K in [0, 16]" in out and "# EMPG's future-clarity bonus weight" in out
+    assert main(["config", "show", "estimator=empg", "advantage.empg_k=-1"]) == 2
+    assert "empg_k must be in [0, 50]" in capsys.readouterr().err
+
+
 def test_parser_requires_a_command():
     with pytest.raises(SystemExit):
         build_parser().parse_args([])

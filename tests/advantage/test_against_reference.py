@@ -21,6 +21,22 @@ OPTION_SETS = [
     {"gamma": 1.0, "eps": 1e-3},
     {"gamma": 0.0},
 ]
+#: Options of the peer estimators, each set run on batches with and without a recorded entropy.
+PEER_OPTION_SETS = {
+    "empg": [
+        {"uncertainty": "nll"},
+        {"empg_scope": "group", "empg_k": 2.5, "empg_k_future": 0.5, "empg_zeta": 0.7},
+        {"empg_k": 0.0, "empg_zeta": 0.0, "norm": "mean"},
+        {"episode_stats": "step", "eps": 1e-3},
+    ],
+    "hgpo": [
+        {"hgpo_history": 0},
+        {"hgpo_history": 4, "hgpo_alpha": 0.0},
+        {"hgpo_base": True},
+        {"hgpo_base": True, "hgpo_zero_levels": "keep", "norm": "mean", "hgpo_alpha": 2.5},
+        {"hgpo_zero_levels": "keep", "gamma": 1.0, "episode_stats": "step"},
+    ],
+}
 SIZES = [
     dict(groups=1, trajs=1, max_steps=1),
     dict(groups=2, trajs=3, max_steps=4),
@@ -42,6 +58,38 @@ def test_matches_reference(estimator, options, size):
             # z-scores with a small eps amplify that rounding.
             want = torch.tensor(values, dtype=got.dtype)
             torch.testing.assert_close(got, want, rtol=1e-4, atol=5e-4, msg=lambda m, n=name: f"{n}: {m}")
+
+
+@pytest.mark.parametrize(("estimator", "options"), [(e, o) for e, sets in PEER_OPTION_SETS.items() for o in sets],
+                         ids=lambda x: x if isinstance(x, str) else ",".join(f"{k}={v}" for k, v in x.items()))
+@pytest.mark.parametrize("size", range(len(SIZES)))
+def test_peer_estimators_match_reference(estimator, options, size):
+    # Two anchors only: long histories repeat, so the deep HGPO levels have peers.
+    for seed, dense, entropy in itertools.product(range(3), (False, True), (False, True)):
+        batch = random_batch(seed, dense_reward=dense, with_entropy=entropy, anchors=2, **SIZES[size])
+        out = compute_advantages(batch, estimator, **options)
+        for name, values in reference_advantages(batch, estimator, **options).items():
+            got = getattr(out, name)
+            torch.testing.assert_close(got, torch.tensor(values, dtype=got.dtype), rtol=1e-4, atol=5e-4,
+                                       msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_hgpo_with_verl_agent_conventions_takes_the_population_std():
+    for seed in range(4):
+        batch = random_batch(seed, groups=3, trajs=6, max_steps=8, anchors=2)
+        out = compute_advantages(batch, "hgpo", conventions="verl-agent", hgpo_alpha=2.0)
+        expected = reference_advantages(batch, "hgpo", conventions="verl-agent", hgpo_alpha=2.0)
+        torch.testing.assert_close(out.advantage, torch.tensor(expected["advantage"]), rtol=1e-4, atol=5e-4)
+        unbiased = compute_advantages(batch, "hgpo", hgpo_alpha=2.0)
+        assert not torch.allclose(out.advantage, unbiased.advantage)
+
+
+def test_hgpo_similarity_grouping_matches_reference():
+    for seed in range(4):
+        batch = random_batch(seed, groups=3, trajs=5, max_steps=6, anchors=6, with_text=True)
+        out = compute_advantages(batch, "hgpo", similarity=0.9, hgpo_base=True)
+        expected = reference_advantages(batch, "hgpo", similarity=0.9, hgpo_base=True)
+        torch.testing.assert_close(out.advantage, torch.tensor(expected["advantage"]), rtol=1e-4, atol=5e-4)
 
 
 def test_similarity_grouping_matches_reference():

@@ -3,6 +3,7 @@
 import math
 import subprocess
 import sys
+from dataclasses import replace
 
 import torch
 
@@ -83,3 +84,53 @@ def test_hashes_are_stable_across_processes():
     assert 0 <= text_key < 2**63 and hash_text("a") != hash_text("b")
     # Token keys never collide with text keys of the same bytes (domain-separated).
     assert hash_tokens([1]) != hash_text("\x01\x00\x00\x00\x00\x00\x00\x00")
+
+
+def test_golden_empg():
+    # The two trajectories above with a recorded entropy H = (0, 1, 0.5, 0.5); A^E = (a, a, −a, −a),
+    # a = 0.70711. Batch min-max: H̃ = H/(1 + eps) ≈ (0, 1, 0.5, 0.5).
+    # g ∝ exp(−H̃) = (1, 0.36788, 0.60653, 0.60653), mean 0.64524 -> g = (1.54982, 0.57015, 0.94001, 0.94001).
+    # Bonus ζ·exp(−H̃_next): row 0 -> row 1: 0.1·0.36788 = 0.03679; row 2 -> row 3: 0.1·0.60653 = 0.06065.
+    # A' = g·A^E + bonus = (1.13268, 0.40316, −0.60404, −0.66469), mean 0.06678;
+    # Â = A' − 0.06678 = (1.06590, 0.33638, −0.67081, −0.73147).
+    batch = replace(two_trajectories(), entropy=torch.tensor([0.0, 1.0, 0.5, 0.5]))
+    out = compute_advantages(batch, "empg")
+    torch.testing.assert_close(out.weight, torch.tensor([1.54982, 0.57015, 0.94001, 0.94001]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.advantage, torch.tensor([1.06590, 0.33638, -0.67081, -0.73147]), atol=1e-5, rtol=0)
+    # Without a recorded entropy the NLLs (0.5, 1.5, 1, 1) stand in: min-max (0, 1, 0.5, 0.5), the same H̃.
+    torch.testing.assert_close(compute_advantages(two_trajectories(), "empg").advantage, out.advantage)
+
+
+def test_golden_hgpo():
+    # One group, γ = 0.95. τ0: anchors (5, 6), rewards (0, 10); τ1: (5, 6), (0, 0); τ2: (7, 6), (0, 10).
+    # Returns G: τ0 (9.5, 10), τ1 (0, 0), τ2 (9.5, 10).
+    # Level 1 (anchor): {τ0s0, τ1s0} G (9.5, 0) -> ±4.75/6.71751 = ±0.70711; {τ2s0} alone;
+    #   {τ0s1, τ1s1, τ2s1} G (10, 0, 10): mean 6.66667, std 5.77350 -> (0.57735, −1.15470, 0.57735).
+    # Level 2 (previous anchor, anchor): {τ0s1, τ1s1} = (5, 6): G (10, 0) -> ±0.70711; {τ2s1} = (7, 6) alone.
+    # Weights (j + 1)^1: level 1: 2, level 2: 3.
+    #   τ0s0: 2·0.70711/2 = 0.70711;  τ1s0: −0.70711;  τ2s0: no peer -> 0
+    #   τ0s1: (2·0.57735 + 3·0.70711)/5 = 0.65520;  τ1s1: (2·(−1.15470) + 3·(−0.70711))/5 = −0.88614
+    #   τ2s1: level 1 only: 0.57735.  (GiGPO's A^S gives τ1s1 −1.15470: its (7, 6) peer τ2 inflates the gap.)
+    batch = StepBatch(
+        group_id=torch.zeros(6, dtype=torch.int64), traj_id=torch.tensor([0, 0, 1, 1, 2, 2]),
+        step=torch.tensor([0, 1, 0, 1, 0, 1]), anchor=torch.tensor([5, 6, 5, 6, 7, 6]),
+        reward=torch.tensor([0.0, 10.0, 0.0, 0.0, 0.0, 10.0]), logprobs=-torch.ones(6, 1),
+        mask=torch.ones(6, 1, dtype=torch.bool))
+    out = compute_advantages(batch, "hgpo")
+    want = torch.tensor([0.70711, 0.65520, -0.70711, -0.88614, 0.0, 0.57735])
+    torch.testing.assert_close(out.advantage, want, atol=1e-5, rtol=0)
+    # With A^E as level 0 (weight 1): R = (10, 0, 10) -> A^E = (0.57735, −1.15470, 0.57735);
+    #   τ0s0: (2·0.70711 + 0.57735)/3 = 0.66385;  τ2s0: A^E alone = 0.57735.
+    based = compute_advantages(batch, "hgpo", hgpo_base=True)
+    torch.testing.assert_close(based.advantage[[0, 4]], torch.tensor([0.66385, 0.57735]), atol=1e-5, rtol=0)
+
+
+def test_golden_choose_mode_uncertainty():
+    # Choose mode: one log-prob per row, log π(a|s). Its NLL −log π(a|s) is the step's uncertainty:
+    # rows of π(a|s) = (1/2, 1/4, 1, 1/8) have NLL (0.69315, 1.38629, 0, 2.07944).
+    logp = torch.log(torch.tensor([[0.5], [0.25], [1.0], [0.125]]))
+    batch = replace(two_trajectories(), logprobs=logp, mask=torch.ones(4, 1, dtype=torch.bool))
+    out = compute_advantages(batch, "empg", uncertainty="nll")
+    torch.testing.assert_close(out.nll, torch.tensor([0.69315, 1.38629, 0.0, 2.07944]), atol=1e-5, rtol=0)
+    # Min-max over the batch: (NLL − 0)/(2.07944 + eps) = (1/3, 2/3, 0, 1).
+    torch.testing.assert_close(out.criticality, torch.tensor([1 / 3, 2 / 3, 0.0, 1.0]), atol=1e-5, rtol=0)

@@ -40,6 +40,11 @@ def with_(**changes):
         (dict(mask=torch.ones(4, 2, dtype=torch.bool)), r"mask must have the shape of logprobs"),
         (dict(step=torch.tensor([0, -1, 0, 1])), r"step must be >= 0; row 1"),
         (dict(anchor_text=["a", "b"]), r"anchor_text must have N = 4"),
+        (dict(entropy=torch.ones(4, dtype=torch.int64)), r"entropy must be a float tensor or None"),
+        (dict(entropy=[0.1, 0.2, 0.3, 0.4]), r"entropy must be a float tensor or None"),
+        (dict(entropy=torch.ones(4, 1)), r"entropy must have shape \[N\] = \(4,\)"),
+        (dict(entropy=torch.tensor([0.1, 0.2, math.nan, 0.4])), r"entropy has a non-finite value at row 2"),
+        (dict(penalty=torch.tensor([0.0, math.inf, 0.0, 0.0])), r"penalty has a non-finite value at row 1"),
     ],
 )
 def test_bad_fields_raise(changes, pattern):
@@ -94,6 +99,34 @@ def test_repeated_step_in_a_trajectory_raises():
 def test_bad_options_raise(options, pattern):
     with pytest.raises(ValueError, match=pattern):
         compute_advantages(StepBatch(**good()), "gaca", **options)
+
+
+def test_entropy_uncertainty_without_an_entropy_raises():
+    with pytest.raises(ValueError, match=r"uncertainty='entropy' needs StepBatch\.entropy"):
+        compute_advantages(StepBatch(**good()), "empg", uncertainty="entropy")
+    out = compute_advantages(StepBatch(**good(), entropy=torch.tensor([0.1, 0.2, 0.3, 0.4])), "empg",
+                             uncertainty="entropy")
+    assert torch.isfinite(out.advantage).all()
+
+
+@pytest.mark.parametrize(
+    "options, pattern",
+    [
+        (dict(uncertainty="variance"), r"uncertainty='variance' is not one of \['auto', 'entropy', 'nll'\]"),
+        (dict(empg_scope="task"), r"empg_scope='task'"),
+        (dict(empg_k=-1.0), r"empg_k must be in \[0, 50\]"),
+        (dict(empg_k_future=51.0), r"empg_k_future must be in \[0, 50\]"),
+        (dict(empg_zeta=-0.1), r"empg_zeta must be in \[0, 1000\]"),
+        (dict(hgpo_history=2.0), r"hgpo_history must be an integer, got 2.0"),
+        (dict(hgpo_history=17), r"hgpo_history must be in \[0, 16\]"),
+        (dict(hgpo_alpha=11.0), r"hgpo_alpha must be in \[0, 10\]"),
+        (dict(hgpo_base="yes"), r"hgpo_base must be true or false, got 'yes'"),
+        (dict(hgpo_zero_levels="drop"), r"hgpo_zero_levels='drop'"),
+    ],
+)
+def test_bad_peer_options_raise(options, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        compute_advantages(StepBatch(**good()), "hgpo", **options)
 
 
 def test_similarity_without_texts_raises():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,11 +15,15 @@ from gaca.advantage import ESTIMATORS, AdvantageOptions, StepBatch, compute_adva
 from .test_properties import step_tables
 
 #: Edge values every numeric option is tried with, besides ordinary ones.
-EDGES = [0.0, -0.0, 1e-300, 1e-12, 1e-6, 0.5, 1.0, 1.0 + 1e-9, 2.0, -1.0, 1e6, 1e300, math.inf, -math.inf, math.nan]
-NUMERIC = ("gamma", "eps", "omega", "w0", "kappa", "w_min", "w_max", "similarity")
+EDGES = [0, 3, 17, 0.0, -0.0, 1e-300, 1e-12, 1e-6, 0.5, 1.0, 1.0 + 1e-9, 2.0, -1.0, 1e6, 1e300, math.inf, -math.inf,
+         math.nan]
+NUMERIC = ("gamma", "eps", "omega", "w0", "kappa", "w_min", "w_max", "similarity", "empg_k", "empg_k_future",
+           "empg_zeta", "hgpo_alpha", "hgpo_history")
 CHOICES = {"norm": ["mean_std", "mean", "std"], "episode_stats": ["trajectory", "step"],
            "criticality": ["zscore", "ratio", "rank"], "weight_map": ["clip", "sigmoid"],
-           "mixture": ["convex", "additive"], "no_peer": ["episode", "zero"]}
+           "mixture": ["convex", "additive"], "no_peer": ["episode", "zero"],
+           "uncertainty": ["auto", "entropy", "nll", "variance"], "empg_scope": ["batch", "group"],
+           "hgpo_base": [True, False, "true", 1], "hgpo_zero_levels": ["skip", "keep"]}
 
 
 @st.composite
@@ -42,7 +47,8 @@ def finite_batches(draw):
     fields = {k: getattr(batch, k) for k in ("group_id", "traj_id", "step", "anchor", "reward", "logprobs", "mask")}
     fields["reward"] = fields["reward"] * scale
     texts = [f"room {a % 5} door {a % 3}" for a in batch.anchor.tolist()]
-    return StepBatch(**fields, anchor_text=texts)
+    entropy = torch.rand(len(batch), generator=torch.Generator().manual_seed(len(batch))) * scale
+    return StepBatch(**fields, anchor_text=texts, entropy=entropy if draw(st.booleans()) else None)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -53,6 +59,10 @@ def test_accepted_options_give_finite_advantages(batch, opts, estimator):
     except ValueError as e:
         bad = [k for k in opts if k in str(e)]
         assert bad, f"the error names no option: {e}"
+        return
+    if opts.get("uncertainty") == "entropy" and batch.entropy is None and estimator == "empg":
+        with pytest.raises(ValueError, match=r"uncertainty='entropy' needs StepBatch\.entropy"):
+            compute_advantages(batch, estimator, **opts)
         return
     out = compute_advantages(batch, estimator, **opts)
     for name in ("advantage", "episode", "step_level", "weight", "criticality"):

@@ -19,7 +19,7 @@ GRID = 64
 
 
 @st.composite
-def step_tables(draw, max_groups=4, max_trajs=4, max_steps=6, max_tokens=4, logp_on_grid=False):
+def step_tables(draw, max_groups=4, max_trajs=4, max_steps=6, max_tokens=4, logp_on_grid=False, entropy=False):
     rows = []
     for g in range(draw(st.integers(1, max_groups))):
         for t in range(draw(st.integers(1, max_trajs))):
@@ -41,6 +41,7 @@ def step_tables(draw, max_groups=4, max_trajs=4, max_steps=6, max_tokens=4, logp
         group_id=ids[:, 0], traj_id=ids[:, 1], step=ids[:, 2],
         anchor=torch.tensor(anchor, dtype=torch.int64) + 1000 * ids[:, 0] % 3,
         reward=torch.tensor(reward), logprobs=torch.tensor(logp, dtype=torch.float32).view(n, tokens), mask=mask,
+        entropy=torch.tensor(draw(st.lists(st.floats(0.0, 5.0), min_size=n, max_size=n))) if entropy else None,
     )
 
 
@@ -49,7 +50,8 @@ def _fields(batch):
 
 
 def _permuted(batch, perm):
-    return StepBatch(**{k: v[perm] for k, v in _fields(batch).items()})
+    entropy = None if batch.entropy is None else batch.entropy[perm]
+    return StepBatch(**{k: v[perm] for k, v in _fields(batch).items()}, entropy=entropy)
 
 
 @SETTINGS
@@ -74,14 +76,14 @@ def test_zero_weight_is_grpo(batch, kappa, criticality):  # kappa >= 0: a negati
 
 
 @SETTINGS
-@given(step_tables(), st.randoms(use_true_random=False), st.sampled_from(sorted(ESTIMATORS)))
+@given(step_tables(entropy=True), st.randoms(use_true_random=False), st.sampled_from(sorted(ESTIMATORS)))
 def test_permuting_rows_permutes_output(batch, rnd, estimator):
     perm = list(range(len(batch)))
     rnd.shuffle(perm)
     perm = torch.tensor(perm)
     base = compute_advantages(batch, estimator, criticality="rank")
     moved = compute_advantages(_permuted(batch, perm), estimator, criticality="rank")
-    for name in ("advantage", "episode", "step_level", "weight", "criticality", "has_peer"):
+    for name in ("advantage", "episode", "step_level", "weight", "criticality", "has_peer", "nll"):
         torch.testing.assert_close(getattr(moved, name), getattr(base, name)[perm])
 
 
@@ -103,15 +105,21 @@ def test_permuting_rows_permutes_output_with_similarity_grouping(batch, rnd, est
         torch.testing.assert_close(getattr(out, name), getattr(base, name)[torch.tensor(perm)])
 
 
+#: Options that make an estimator's credit of one episode group independent of the other groups
+#: (EMPG's batch-wide statistics couple them by design: ``empg_scope='batch'``, the paper's).
+GROUP_LOCAL = {"empg": {"empg_scope": "group"}}
+
+
 @SETTINGS
 @given(step_tables(max_groups=3), st.sampled_from(sorted(ESTIMATORS)))
 def test_duplicating_a_group_changes_no_other_group(batch, estimator):
-    base = compute_advantages(batch, estimator)
+    options = GROUP_LOCAL.get(estimator, {})
+    base = compute_advantages(batch, estimator, **options)
     first = batch.group_id == batch.group_id.min()
     copy = {k: v[first] for k, v in _fields(batch).items()}
     copy["group_id"] = copy["group_id"] + 10_000
     doubled = StepBatch(**{k: torch.cat([getattr(batch, k), copy[k]]) for k in FIELDS})
-    out = compute_advantages(doubled, estimator)
+    out = compute_advantages(doubled, estimator, **options)
     n = len(batch)
     torch.testing.assert_close(out.advantage[:n], base.advantage)
     torch.testing.assert_close(out.advantage[n:], base.advantage[first])

@@ -35,7 +35,9 @@ def test_quick_accuracy_writes_the_report(checkpoint, tmp_path, capsys):
     scored = analysis["steps_scored"]
     assert scored == len(data["steps"]["step"]) > 0
     assert analysis["undiscounted"]["scores"]["all"]["_steps"]["count"]["value"] == scored
-    assert "| gaca zscore clip κ=0.25 |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    for label in ("gaca zscore clip κ=0.25", "empg", "empg nll", "hgpo K=2", "hgpo K=2 base"):
+        assert f"| {label} |" in report, label
 
 
 def test_same_seed_same_numbers(checkpoint):

@@ -40,6 +40,23 @@ def test_overrides_dotted_typed_and_bare_strings():
     assert load_config(overrides=["advantage.similarity=none"]).advantage.similarity is None
 
 
+def test_peer_estimators_and_their_options_load_by_name():
+    cfg = load_config(overrides=["estimator=empg", "advantage.empg_k=2", "advantage.uncertainty=nll",
+                                 "advantage.empg_scope=group"])
+    assert cfg.estimator == "empg" and cfg.advantage.empg_k == 2.0 and cfg.advantage.uncertainty == "nll"
+    assert cfg.advantage_options["empg_scope"] == "group"
+    cfg = load_config(overrides=["estimator=hgpo", "advantage.hgpo_history=4", "advantage.hgpo_base=true"])
+    assert cfg.advantage.hgpo_history == 4 and cfg.advantage.hgpo_base is True
+    with pytest.raises(ConfigError, match=r"advantage\.hgpo_history must be an integer"):
+        load_config(overrides=["advantage.hgpo_history=2.5"])
+    with pytest.raises(ConfigError, match="hgpo_history must be in"):
+        load_config(overrides=["advantage.hgpo_history=40"])
+    with pytest.raises(ConfigError, match=r"advantage\.uncertainty"):
+        load_config(overrides=["advantage.uncertainty=variance"])
+    with pytest.raises(ConfigError, match=r"advantage\.hgpo_base"):
+        load_config(overrides=["advantage.hgpo_base=2"])
+
+
 def test_unknown_keys_list_the_valid_ones():
     with pytest.raises(ConfigError, match=r"advantage\.kapa.*valid keys: .*advantage\.kappa"):
         load_config(overrides=["advantage.kapa=0.5"])

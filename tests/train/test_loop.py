@@ -73,6 +73,24 @@ def test_one_real_choose_mode_iteration_end_to_end(tmp_path, cache):
     assert stats.metrics() == result.eval_after
 
 
+@pytest.mark.parametrize(("estimator", "options"), [
+    ("empg", ("advantage.empg_k=2.0", "advantage.uncertainty=nll")),
+    ("hgpo", ("advantage.hgpo_history=1", "advantage.hgpo_base=true")),
+])
+def test_the_peer_estimators_train_by_name(tmp_path, cache, estimator, options):
+    # The trainer takes every registered estimator and its [advantage] options by name.
+    out = tmp_path / estimator
+    cfg = small_config(out, cache, f"estimator={estimator}", *options)
+    assert cfg.estimator == estimator
+    result = train(cfg)
+    assert result.iterations == 1 and not result.interrupted
+    m = records(out)[1]
+    assert torch.isfinite(torch.tensor([m["loss/total"], m["loss/policy"]])).all()
+    state = load_checkpoint(out)["policy"]
+    assert any(not torch.equal(state["model"][k], state["reference"][k]) for k in state["reference"])
+    assert json.loads((out / "config.json").read_text())["estimator"] == estimator
+
+
 def _final_state(run_dir):
     return load_checkpoint(run_dir)["policy"]["model"]
 

@@ -5,7 +5,8 @@
 
 Modules, bottom up: ``segments`` (sort + scatter reductions), ``layout`` (trajectory/group
 structure), ``normalize`` (group-relative normalization), ``episode`` (A^E), ``step`` (A^S,
-GiGPO), ``criticality`` (NLL score), ``mixing`` (weights and mixture), ``estimators`` (registry).
+GiGPO), ``criticality`` (NLL score), ``mixing`` (weights and mixture), ``uncertainty`` (entropy or
+NLL of a step), ``empg`` and ``hgpo`` (the peer methods), ``estimators`` (registry).
 This package imports only torch, numpy and the standard library.
 """
 
@@ -13,9 +14,12 @@ from gaca.advantage.batch import StepBatch
 from gaca.advantage.estimators import (
     ESTIMATORS,
     AdvantageOutput,
+    EstimatorInfo,
     broadcast_to_tokens,
     compute_advantages,
+    estimator_info,
     estimator_inputs,
+    estimator_options,
     register_estimator,
 )
 from gaca.advantage.hashing import hash_text, hash_texts, hash_tokens
@@ -25,10 +29,13 @@ __all__ = [
     "ESTIMATORS",
     "AdvantageOptions",
     "AdvantageOutput",
+    "EstimatorInfo",
     "StepBatch",
     "broadcast_to_tokens",
     "compute_advantages",
+    "estimator_info",
     "estimator_inputs",
+    "estimator_options",
     "hash_text",
     "hash_texts",
     "hash_tokens",

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import torch
 
 _ID_FIELDS = ("group_id", "traj_id", "step", "anchor")
+#: Optional per-row float fields: None, or a finite float tensor [N].
+_OPTIONAL_ROW_FIELDS = ("penalty", "entropy")
 
 
 def _first_bad_row(bad: torch.Tensor) -> int:
@@ -15,6 +17,19 @@ def _first_bad_row(bad: torch.Tensor) -> int:
     if bad.dim() > 1:
         bad = bad.flatten(1).any(dim=1)
     return int(torch.nonzero(bad)[0, 0])
+
+
+def _check_optional_row_field(name: str, value: object, n: int) -> None:
+    """None, or a finite float tensor of shape [N]; else a ValueError naming the field (and row)."""
+    if value is None:
+        return
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        raise ValueError(f"StepBatch.{name} must be a float tensor or None")
+    if value.shape != (n,):
+        raise ValueError(f"StepBatch.{name} must have shape [N] = ({n},), got {tuple(value.shape)}")
+    bad = ~torch.isfinite(value)
+    if bad.any():
+        raise ValueError(f"StepBatch.{name} has a non-finite value at row {_first_bad_row(bad)}")
 
 
 # Rows per chunk of the masked row sums: the [chunk, L] temporary then stays in cache, which is
@@ -60,6 +75,12 @@ class StepBatch:
                 from ``reward`` so that ``AdvantageOptions.conventions`` decides where it applies
                 (gaca: subtracted from the step reward before any return; verl-agent: subtracted
                 after discounting, from the row's own scores). None: no penalty.
+      entropy:  optional [N] float, the policy's entropy at the step as the rollout measured it
+                (generate mode: the mean per-token entropy of the sampling distribution along the
+                response; choose mode: the entropy of π(·|s) over the admissible actions). Read by
+                estimators that weight by the policy's uncertainty (``empg``); where it is None they
+                fall back to the response's mean token NLL, a one-sample estimate of it
+                (``AdvantageOptions.uncertainty``). Finite; >= 0 in exact arithmetic.
 
     Derived at construction (one pass over the log-probs, which is also the finiteness check):
       logprob_sum: [N] float32 or wider, Σ_k mask_ik·logp_ik.   token_count: [N] int32, |mask_i|.
@@ -78,6 +99,7 @@ class StepBatch:
     mask: torch.Tensor
     anchor_text: Sequence[str] | None = None
     penalty: torch.Tensor | None = None
+    entropy: torch.Tensor | None = None
     # Σ_k mask·logp per row, computed once during validation (it is also the finiteness check).
     logprob_sum: torch.Tensor = field(init=False, repr=False, compare=False)
     token_count: torch.Tensor = field(init=False, repr=False, compare=False)
@@ -117,14 +139,8 @@ class StepBatch:
             )
         if self.anchor_text is not None and len(self.anchor_text) != n:
             raise ValueError(f"StepBatch.anchor_text must have N = {n} entries, got {len(self.anchor_text)}")
-        if self.penalty is not None:
-            if not isinstance(self.penalty, torch.Tensor) or not self.penalty.is_floating_point():
-                raise ValueError("StepBatch.penalty must be a float tensor or None")
-            if self.penalty.shape != (n,):
-                raise ValueError(f"StepBatch.penalty must have shape [N] = ({n},), got {tuple(self.penalty.shape)}")
-            bad = ~torch.isfinite(self.penalty)
-            if bad.any():
-                raise ValueError(f"StepBatch.penalty has a non-finite value at row {_first_bad_row(bad)}")
+        for name in _OPTIONAL_ROW_FIELDS:
+            _check_optional_row_field(name, getattr(self, name), n)
         bad = self.step < 0
         if bad.any():
             raise ValueError(f"StepBatch.step must be >= 0; row {_first_bad_row(bad)} has {int(self.step[bad][0])}")

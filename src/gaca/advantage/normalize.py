@@ -20,13 +20,15 @@ def group_normalize(
     eps: float = 1e-6,
     leave_one_out: bool = False,
     lone_keeps_value: bool = False,
+    unbiased: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Relative value of each member against its group.
 
     mean_std:  A_i = (x_i − b_i) / (std_{g(i)} x + eps)
     mean:      A_i =  x_i − b_i
     with baseline b_i = mean_{j∈g(i)} x_j, or with ``leave_one_out`` b_i = mean_{j∈g(i), j≠i} x_j
-    (RLOO, Ahmadian et al. 2024). std is unbiased (as ``torch.std``). A group of one member
+    (RLOO, Ahmadian et al. 2024). std is unbiased (as ``torch.std``), or the population std with
+    ``unbiased=False`` (HGPO's published code, ``docs/peers.md``). A group of one member
     has no baseline: A_i = 0; with ``lone_keeps_value`` it is taken against baseline 0 and std 1
     instead, A_i = x_i / (1 + eps) (mean_std) or x_i (mean), as verl-agent's episode level does.
 
@@ -37,7 +39,7 @@ def group_normalize(
       ([M] advantage in the dtype of ``values``, [M] int64 size of each member's group).
     """
     counts = segment_count(ids, num_groups)
-    mean, std = segment_mean_std(values, ids, num_groups, counts)
+    mean, std = segment_mean_std(values, ids, num_groups, counts, unbiased=unbiased)
     member_count = counts.index_select(0, ids)
     if leave_one_out:
         total = segment_sum(values, ids, num_groups)[ids]

@@ -10,14 +10,23 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from gaca import validate
 from gaca.advantage.criticality import Criticality
+from gaca.advantage.empg import EmpgScope
 from gaca.advantage.episode import EpisodeStats
+from gaca.advantage.hgpo import ZeroLevels
 from gaca.advantage.mixing import Mixture, NoPeer, WeightMap
 from gaca.advantage.normalize import Norm
+from gaca.advantage.uncertainty import Uncertainty
 
 #: Upper bound of ``omega`` and the smallest ``w0`` of the additive mixture: within them, finite
 #: returns give finite float32 advantages whatever the other options (fuzzed in the tests).
 MAX_OMEGA = 1e3
 MIN_ADDITIVE_W0 = 1e-3
+#: Bounds of EMPG's sharpness k, k_f (exp(−50) ≈ 2e-22 is still a normal float64), of HGPO's depth
+#: (levels beyond ALFWorld's memory of a few steps have no peers) and of its weight exponent
+#: ((K + 2)^α stays far from float64's range).
+MAX_EMPG_K = 50.0
+MAX_HGPO_HISTORY = 16
+MAX_HGPO_ALPHA = 10.0
 
 
 Conventions = Literal["gaca", "verl-agent"]
@@ -47,7 +56,8 @@ class AdvantageOptions:
     difflib's autojunk. 'verl-agent': verl-agent's GiGPO exactly (docs/verl-agent.md): episode
     statistics over step rows, the penalty subtracted after discounting from the row's own episode
     score and discounted return, a lone row keeps its raw score, similarity greedy in the batch's row
-    order with ``SequenceMatcher(None, obs, representative)`` and its default autojunk."""
+    order with ``SequenceMatcher(None, obs, representative)`` and its default autojunk; HGPO's history
+    groups take the population std (its authors' code, verl-agent's ``recipe/hgpo``)."""
     omega: float = 1.0
     """Weight ω in [0, 1000] of the step-level term in GiGPO / the additive mixture."""
     criticality: Criticality = "zscore"
@@ -69,6 +79,31 @@ class AdvantageOptions:
     """A step without a step-group peer keeps full episode credit ('episode') or not ('zero')."""
     similarity: float | None = None
     """None: exact anchors; a threshold in (0, 1) also groups near-identical anchor texts."""
+    uncertainty: Uncertainty = "auto"
+    """The per-step uncertainty of the estimators that weight by it (``empg``): 'entropy' (the
+    policy's entropy at the step, ``StepBatch.entropy``, which must be present), 'nll' (the sampled
+    response's mean token NLL, a one-sample estimate of that entropy), 'auto' (the entropy where the
+    batch carries it, else the NLL)."""
+    empg_k: float = 1.0
+    """EMPG's scale sharpness k in [0, 50]: g = exp(−k·H̃)/mean exp(−k·H̃) (0: no rescaling)."""
+    empg_k_future: float = 1.0
+    """EMPG's future-clarity sharpness k_f in [0, 50]: f = exp(−k_f·H̃)."""
+    empg_zeta: float = 0.1
+    """EMPG's future-clarity bonus weight ζ in [0, 1000] (0: no bonus)."""
+    empg_scope: EmpgScope = "batch"
+    """Where EMPG's min-max, scale mean and centering are taken: over the whole batch ('batch', the
+    paper) or within each episode group ('group': one task's credit ignores the other tasks)."""
+    hgpo_history: int = 2
+    """HGPO's history depth K in [0, 16]: levels j = 1..K+1 group the steps whose last j anchors agree
+    (K = 0 is GiGPO's step groups alone)."""
+    hgpo_alpha: float = 1.0
+    """HGPO's level-weight exponent α in [0, 10]: level j weighs (j + 1)^α (0: equal weights)."""
+    hgpo_base: bool = False
+    """HGPO: also mix in the episode advantage A^E as level 0 (weight 1); without it a step with no
+    peer at any level gets 0."""
+    hgpo_zero_levels: ZeroLevels = "skip"
+    """HGPO: a level whose group's returns are all equal (no signal, advantage 0) is left out of the
+    weights ('skip', as the authors' code does) or counted, pulling the mix towards 0 ('keep')."""
 
     def __post_init__(self) -> None:
         for name, annotation in get_type_hints(type(self)).items():
@@ -98,6 +133,13 @@ class AdvantageOptions:
             raise ValueError(f"option w0={self.w0} must be >= {MIN_ADDITIVE_W0:g}: mixture='additive' divides by w0")
         if self.similarity is not None:
             check("option similarity", self.similarity, 0.0, 1.0, lo_open=True, hi_open=True)
+        check("option empg_k", self.empg_k, 0.0, MAX_EMPG_K)
+        check("option empg_k_future", self.empg_k_future, 0.0, MAX_EMPG_K)
+        check("option empg_zeta", self.empg_zeta, 0.0, MAX_OMEGA)
+        validate.integer("option hgpo_history", self.hgpo_history, 0, MAX_HGPO_HISTORY)
+        check("option hgpo_alpha", self.hgpo_alpha, 0.0, MAX_HGPO_ALPHA)
+        if not isinstance(self.hgpo_base, bool):
+            raise ValueError(f"option hgpo_base must be true or false, got {self.hgpo_base!r}")
 
     def episode_norm(self, leave_one_out: bool = False) -> Norm:
         """The normalization of the episode level: ``norm``, or the estimator's own when unset."""

@@ -56,11 +56,13 @@ def segment_sum(values: torch.Tensor, ids: torch.Tensor, num_segments: int) -> t
 
 
 def segment_mean_std(
-    values: torch.Tensor, ids: torch.Tensor, num_segments: int, counts: torch.Tensor | None = None
+    values: torch.Tensor, ids: torch.Tensor, num_segments: int, counts: torch.Tensor | None = None,
+    *, unbiased: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-segment mean and unbiased standard deviation (as ``torch.std``).
+    """Per-segment mean and standard deviation, unbiased (as ``torch.std``) unless asked otherwise.
 
-    std_s = sqrt(Σ_i (x_i − mean_s)² / (n_s − 1)); a segment of one row has std 0 (not NaN).
+    std_s = sqrt(Σ_i (x_i − mean_s)² / (n_s − 1)), or / n_s with ``unbiased=False`` (the population
+    std); a segment of one row has std 0 (not NaN).
 
     Args:
       values: [N] float.
@@ -74,8 +76,41 @@ def segment_mean_std(
     n = counts.to(values.dtype)
     mean = segment_sum(values, ids, num_segments) / n.clamp(min=1)
     centered = values - mean.index_select(0, ids)
-    var = segment_sum(centered * centered, ids, num_segments) / (n - 1).clamp(min=1)
+    var = segment_sum(centered * centered, ids, num_segments) / ((n - 1) if unbiased else n).clamp(min=1)
     return mean, var.sqrt()
+
+
+def segment_min_max(values: torch.Tensor, ids: torch.Tensor, num_segments: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """([S] min, [S] max) of ``values`` over each segment (every segment must have a row).
+
+    Args:
+      values: [N] float.
+      ids:    [N] int64 dense segment ids, each of 0..S-1 present.
+    Returns:
+      ([S] min, [S] max), in the dtype of ``values``.
+    """
+    empty = torch.empty(num_segments, dtype=values.dtype, device=values.device)
+    low = empty.scatter_reduce(0, ids, values, reduce="amin", include_self=False)
+    high = empty.clone().scatter_reduce_(0, ids, values, reduce="amax", include_self=False)
+    return low, high
+
+
+def segment_all_equal(values: torch.Tensor, ids: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """[S] bool: every row of the segment holds the same value (exact comparison; an empty segment
+    counts as equal).
+
+    Each row is compared with one row of its segment (whichever ``index_copy_`` wrote last: any
+    member serves), which is cheaper than a segment min and max.
+
+    Args:
+      values: [N] float.
+      ids:    [N] int64 dense segment ids.
+    Returns:
+      [S] bool.
+    """
+    representative = torch.zeros(num_segments, dtype=values.dtype, device=values.device).index_copy_(0, ids, values)
+    differs = values != representative.index_select(0, ids)
+    return torch.bincount(ids[differs], minlength=num_segments) == 0
 
 
 def discounted_returns_sorted(rewards: torch.Tensor, is_last: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -117,7 +152,9 @@ __all__ = [
     "dense_ids",
     "discounted_returns_sorted",
     "pair_ids",
+    "segment_all_equal",
     "segment_count",
     "segment_mean_std",
+    "segment_min_max",
     "segment_sum",
 ]

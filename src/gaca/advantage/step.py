@@ -65,6 +65,30 @@ def _similarity_keys(layout: Layout, anchor: torch.Tensor, anchor_text: Sequence
     return keys
 
 
+def anchor_keys(
+    layout: Layout,
+    anchor: torch.Tensor,
+    *,
+    similarity: float | None = None,
+    anchor_text: Sequence[str] | None = None,
+    conventions: str = "gaca",
+) -> torch.Tensor:
+    """The key of each row's anchor state: the anchor itself, or with ``similarity`` in (0, 1) the
+    key of its cluster of texts at least that similar (difflib ratio) in its episode group
+    (GiGPO's similarity grouping; needs ``anchor_text``; ``conventions`` as in ``_similarity_keys``).
+
+    Returns:
+      [N] int64.
+    """
+    if similarity is None:
+        return anchor
+    if not 0.0 < similarity < 1.0:
+        raise ValueError(f"similarity must be in (0, 1) or None, got {similarity}")
+    if anchor_text is None:
+        raise ValueError("similarity grouping needs StepBatch.anchor_text (the anchors' texts)")
+    return _similarity_keys(layout, anchor, anchor_text, similarity, conventions)
+
+
 def step_groups(
     layout: Layout,
     anchor: torch.Tensor,
@@ -73,22 +97,14 @@ def step_groups(
     anchor_text: Sequence[str] | None = None,
     conventions: str = "gaca",
 ) -> tuple[torch.Tensor, int]:
-    """Dense id of each row's step group S(i): same episode group, same anchor state.
-
-    With ``similarity`` in (0, 1), anchors whose texts are at least that similar (difflib ratio)
-    are merged first (GiGPO's similarity grouping; needs ``anchor_text``; ``conventions`` as in
-    ``_similarity_keys``).
+    """Dense id of each row's step group S(i): same episode group, same anchor state
+    (``anchor_keys``: exact anchors, or similar anchor texts merged).
 
     Returns:
       ([N] int64 dense step-group ids, number of step groups).
     """
-    if similarity is not None:
-        if not 0.0 < similarity < 1.0:
-            raise ValueError(f"similarity must be in (0, 1) or None, got {similarity}")
-        if anchor_text is None:
-            raise ValueError("similarity grouping needs StepBatch.anchor_text (the anchors' texts)")
-        anchor = _similarity_keys(layout, anchor, anchor_text, similarity, conventions)
-    return pair_ids(layout.group, layout.num_groups, anchor)
+    keys = anchor_keys(layout, anchor, similarity=similarity, anchor_text=anchor_text, conventions=conventions)
+    return pair_ids(layout.group, layout.num_groups, keys)
 
 
 def step_level_advantage(
@@ -114,4 +130,4 @@ def step_level_advantage(
     return advantage, size > 1
 
 
-__all__ = ["discounted_returns", "step_groups", "step_level_advantage"]
+__all__ = ["anchor_keys", "discounted_returns", "step_groups", "step_level_advantage"]

@@ -1,4 +1,5 @@
-"""GACA inside verl: ``algorithm.adv_estimator=gaca`` (or ``gigpo``, ``fixed_mix``) without a fork.
+"""GACA inside verl: ``algorithm.adv_estimator=gaca`` (or ``gigpo``, ``fixed_mix``, ``empg``, ``hgpo``) without
+a fork.
 
 Importing this package registers the estimators in verl's advantage-estimator registry and routes
 ``verl.trainer.ppo.ray_trainer.compute_advantage`` through GACA for those names. To take effect in

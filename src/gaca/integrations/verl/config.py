@@ -2,7 +2,8 @@
 
 Everything under ``algorithm.gaca`` is either an advantage option with its DESIGN.md name
 (``gamma``, ``eps``, ``norm``, ``episode_stats``, ``omega``, ``criticality``, ``weight_map``, ``w0``,
-``kappa``, ``w_min``, ``w_max``, ``mixture``, ``no_peer``, ``similarity``, ``conventions``) or one
+``kappa``, ``w_min``, ``w_max``, ``mixture``, ``no_peer``, ``similarity``, ``conventions``, and the
+peer estimators' ``uncertainty``, ``empg_*``, ``hgpo_*``: every ``AdvantageOptions`` field) or one
 of the integration settings of :class:`VerlSettings` (where to find the step structure in verl's
 batch). Options not set under ``algorithm.gaca`` fall back to the trainer's own keys:
 
@@ -55,9 +56,9 @@ class VerlSettings:
     subtracted); used only to recover the step order when ``step_key`` is absent."""
     estimator: str | None = None
     """The gaca estimator to compute whenever verl asks for one of this integration's (``gaca``,
-    ``gigpo``, ``fixed_mix``); None: the one asked for. verl-agent's trainer accepts only its own
-    estimator names: keep ``algorithm.adv_estimator=gigpo`` there and set
-    ``algorithm.gaca.estimator=gaca`` to train with GACA."""
+    ``gigpo``, ``fixed_mix``, ``empg``, ``hgpo``); None: the one asked for. verl-agent's trainer
+    accepts only its own estimator names: keep ``algorithm.adv_estimator=gigpo`` there and set
+    ``algorithm.gaca.estimator=gaca`` (or ``empg``, ``hgpo``) to train with it."""
     penalty: str = "auto"
     """Step layout: each row's invalid-action penalty. 'auto': verl-agent's, recovered exactly as
     (its ``episode_rewards``) − (the row's ``token_level_rewards`` sum) when the batch has

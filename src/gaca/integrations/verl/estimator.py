@@ -5,7 +5,8 @@ verl (0.9.1) hands a registered advantage estimator only ``token_level_rewards``
 log-probs, the trajectory/step structure, the anchors and the step rewards, all of which are in the
 ``DataProto`` that ``verl.trainer.ppo.ray_trainer.compute_advantage`` receives. So :func:`install`
 
-1. registers ``gaca``, ``gigpo`` and ``fixed_mix`` in ``core_algos.ADV_ESTIMATOR_REGISTRY`` (so
+1. registers ``gaca``, ``gigpo``, ``fixed_mix``, ``empg`` and ``hgpo`` in
+   ``core_algos.ADV_ESTIMATOR_REGISTRY`` (so
    verl's config validation and ``get_adv_estimator_fn`` know the names), and
 2. replaces ``ray_trainer.compute_advantage`` by :func:`compute_advantage`, which handles these
    names from the whole batch and passes every other name to verl's original function unchanged.
@@ -35,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 #: The estimator names this integration adds to verl (each is the ``gaca.advantage`` estimator
 #: of the same name).
-VERL_ESTIMATORS: tuple[str, ...] = ("gaca", "gigpo", "fixed_mix")
+VERL_ESTIMATORS: tuple[str, ...] = ("gaca", "gigpo", "fixed_mix", "empg", "hgpo")
 
 # verl's own compute_advantage, set by install().
 _original: Any = None
