@@ -25,6 +25,7 @@ from gaca.integrations.verl.estimator import (
     gaca_advantage,
     install,
     is_installed,
+    record_step_index,
     setup_worker,
     with_setup_hook,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "gaca_advantage",
     "install",
     "is_installed",
+    "record_step_index",
     "resolve_config",
     "setup_worker",
     "step_rows_table",
