@@ -149,6 +149,8 @@ def trainer_case(code, name: str, seed: int, groups: int | None) -> dict:
                                            "kappa": 0.0})
     own = gaca_advantages(data, run, {})
     diff = (ours - theirs).abs().amax(dim=1)
+    # beyond verl-agent's own float32 rounding: |ours − its float32| − |its float64 − its float32|
+    excess = ((ours - theirs).abs().double() - (theirs64 - theirs).abs()).amax(dim=1)
     steps = set(zip(data.non_tensor_batch["traj_uid"].tolist(), data.non_tensor_batch["step"].tolist(), strict=True))
     unrouted = trainer_batch(code, run, seed, gaca={"conventions": "verl-agent"})
     try:
@@ -160,6 +162,7 @@ def trainer_case(code, name: str, seed: int, groups: int | None) -> dict:
             "size_divisor": run.size_divisor, "rows": len(data), "copies": len(data) - len(steps),
             "invalid_rows": int((~data.non_tensor_batch["is_action_valid"].astype(bool)).sum()),
             "max_abs_diff": float(diff.max()), "rows_over_1e-4": int((diff > 1e-4).sum()),
+            "rows_beyond_verl_agent_rounding_by_1e-5": int((excess > 1e-5).sum()),
             "verl_agent_float32_vs_float64_max_abs_diff": float((theirs64 - theirs).abs().max()),
             "plugin_vs_verl_agent_float64_max_abs_diff": float((ours.double() - theirs64).abs().max()),
             "gaca_kappa0_additive_max_abs_diff": float((additive - theirs).abs().max()),
@@ -191,12 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     code = load_verl_agent(args.verl_agent)
     trainer = {name: [trainer_case(code, name, seed, args.groups) for seed in range(args.seeds)] for name in RUNS}
     recovered = {name: [compare(code, seed, **case) for seed in range(args.seeds)] for name, case in CASES.items()}
-    print("verl-agent's trainer as it ships (max over seeds; copies: adjust_batch's padding rows)")
-    print(f"{'configuration':32s} {'rows':>6s} {'copies':>6s} {'max|diff|':>10s} {'rows>1e-4':>9s} "
+    print("verl-agent's trainer as it ships (max over seeds, rows summed; copies: adjust_batch's padding rows;\n"
+          "beyond: rows further from verl-agent's float32 numbers than their own rounding + 1e-5)")
+    print(f"{'configuration':32s} {'rows':>6s} {'copies':>6s} {'max|diff|':>10s} {'rows>1e-4':>9s} {'beyond':>6s} "
           f"{'its f32 vs f64':>14s} {'ours vs f64':>11s} {'GACA k=0':>9s}  without the step index")
     for name, runs in trainer.items():
         print(f"{name:32s} {max(r['rows'] for r in runs):6d} {max(r['copies'] for r in runs):6d} "
               f"{max(r['max_abs_diff'] for r in runs):10.2e} {sum(r['rows_over_1e-4'] for r in runs):9d} "
+              f"{sum(r['rows_beyond_verl_agent_rounding_by_1e-5'] for r in runs):6d} "
               f"{max(r['verl_agent_float32_vs_float64_max_abs_diff'] for r in runs):14.2e} "
               f"{max(r['plugin_vs_verl_agent_float64_max_abs_diff'] for r in runs):11.2e} "
               f"{max(r['gaca_kappa0_additive_max_abs_diff'] for r in runs):9.2e}  "
@@ -216,8 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
-    runs = [r for part in (trainer, recovered) for case in part.values() for r in case]
-    return 0 if all(r["rows_over_1e-4"] == 0 for r in runs) else 1
+    # pass: no row further from verl-agent's float32 numbers than their own rounding (+1e-5), and
+    # (without a float64 reference there) no row over 1e-4 on the recovered-order batches
+    ok = all(r["rows_beyond_verl_agent_rounding_by_1e-5"] == 0 for case in trainer.values() for r in case) and all(
+        r["rows_over_1e-4"] == 0 for case in recovered.values() for r in case)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

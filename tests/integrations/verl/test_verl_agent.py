@@ -241,7 +241,7 @@ def test_install_routes_a_verl_agent_adjust_batch_wherever_it_was_imported(monke
 
     from verl.trainer.ppo import ray_trainer
 
-    from gaca.integrations.verl import estimator, install, is_installed
+    from gaca.integrations.verl import install, is_installed
 
     def adjust_batch(config, data, mode="copy"):
         return data
@@ -256,4 +256,3 @@ def test_install_routes_a_verl_agent_adjust_batch_wherever_it_was_imported(monke
     assert ray_trainer.adjust_batch._gaca_wrapped and ray_trainer.adjust_batch.__wrapped__ is adjust_batch
     install()  # idempotent
     assert ray_trainer.adjust_batch.__wrapped__ is adjust_batch
-    monkeypatch.setattr(estimator, "_trainer_algorithm", estimator._trainer_algorithm)

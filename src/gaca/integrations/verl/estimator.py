@@ -190,7 +190,6 @@ def compute_advantage(
     return data
 
 
-
 def record_step_index(adjust_batch: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap verl-agent's ``adjust_batch(config, data, ...)`` so that, before it pads the batch with
     copies of random rows, each row's step index is recorded in ``data`` (``record_rollout_steps``,
