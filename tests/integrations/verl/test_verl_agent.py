@@ -16,6 +16,16 @@ from gaca.testing.synthetic import synthetic_batch
 from gaca.testing.verl_batches import expected_tokens, verl_agent_batch
 
 
+@pytest.fixture(autouse=True)
+def _keep_trainer_config():
+    """The trainer config record_step_index keeps is process state: each test leaves it as it was."""
+    from gaca.integrations.verl import estimator
+
+    previous = estimator._trainer_algorithm
+    yield
+    estimator._trainer_algorithm = previous
+
+
 def all_failed_with_invalid_actions(seed):
     """A synthetic batch where half the groups fail entirely and a third of the steps are invalid."""
     sb = synthetic_batch(240, group_size=4, tokens=6, seed=seed)
@@ -135,7 +145,7 @@ def _trainer_config(gaca, *, estimator="gigpo", gamma=0.95):
 
 
 def test_a_trainer_that_passes_no_config_is_read_through_adjust_batch():
-    from gaca.integrations.verl import estimator, record_step_index
+    from gaca.integrations.verl import record_step_index
     from gaca.testing.verl_batches import pad_with_copies
 
     adjust_batch = record_step_index(lambda config, data: pad_with_copies(data, 13, seed=3))  # what install() does
@@ -143,12 +153,8 @@ def test_a_trainer_that_passes_no_config_is_read_through_adjust_batch():
     trainer = _VerlAgentTrainer(_trainer_config({"conventions": "verl-agent", "estimator": "gaca", "kappa": 0.5}),
                                 adjust_batch)
     sb, invalid = all_failed_with_invalid_actions(4)
-    previous = estimator._trainer_algorithm
-    try:
-        data, owner, expected_batch = verl_agent_batch(sb, invalid, coef=0.1, gamma=0.95, adjust=trainer.adjust)
-        trainer.advantage(data)
-    finally:
-        estimator._trainer_algorithm = previous
+    data, owner, expected_batch = verl_agent_batch(sb, invalid, coef=0.1, gamma=0.95, adjust=trainer.adjust)
+    trainer.advantage(data)
     assert expected_batch.count is not None and int(expected_batch.count.sum()) == len(sb) + 13
     want = compute_advantages(expected_batch, "gaca", conventions="verl-agent", gamma=0.95, kappa=0.5, norm="mean")
     torch.testing.assert_close(data.batch["advantages"], expected_tokens(want.advantage, owner), rtol=1e-5, atol=1e-5)
@@ -219,6 +225,9 @@ def test_the_step_index_is_recorded_only_for_gacas_estimators_and_never_overwrit
     assert "step" not in seen[-1]
     with pytest.raises(ValueError, match=r"unknown algorithm.gaca key\(s\) \['kapa'\]"):  # fails before the update
         verl_agent_batch(sb, invalid, adjust=lambda d: adjust_batch(_trainer_config({"kapa": 1}), d))
+    from gaca.integrations.verl import estimator
+
+    assert estimator._trainer_algorithm.gaca == {"layout": "trajectory"}  # the refused config is not kept
 
 
 def test_installed_integration_routes_verls_compute_advantage_and_leaves_the_trainer_class_alone():

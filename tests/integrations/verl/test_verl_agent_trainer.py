@@ -89,4 +89,4 @@ def test_without_the_recorded_step_index_the_order_is_unrecoverable(code):
     data = trainer_batch(code, run, seed=1, gaca={"conventions": "verl-agent"})
     assert "step" not in data.non_tensor_batch
     with pytest.raises(ValueError, match=r"cannot recover the step order .* the integration records it"):
-        gaca_advantages(data, run)
+        gaca_advantages(data, run, {"conventions": "verl-agent"})

@@ -207,12 +207,12 @@ def record_step_index(adjust_batch: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(config: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
         global _trainer_algorithm
         algorithm = getattr(config, "algorithm", None)
-        _trainer_algorithm = algorithm
         estimator = getattr(algorithm, "adv_estimator", None)
         if estimator is not None and estimator_name(estimator) in VERL_ESTIMATORS:
             settings = resolve_config(algorithm).settings  # a bad algorithm.gaca fails here, before the update
             if settings.layout != "trajectory":
                 record_rollout_steps(data, settings.step_key)
+        _trainer_algorithm = algorithm
         return adjust_batch(config, data, *args, **kwargs)
 
     wrapper._gaca_wrapped = True  # type: ignore[attr-defined]
