@@ -90,3 +90,19 @@ def test_without_the_recorded_step_index_the_order_is_unrecoverable(code):
     assert "step" not in data.non_tensor_batch
     with pytest.raises(ValueError, match=r"cannot recover the step order .* the integration records it"):
         gaca_advantages(data, run, {"conventions": "verl-agent"})
+
+
+def test_inside_verl_agents_own_modules_its_trainer_calls_reach_the_plugin():
+    # a fresh process whose verl is verl-agent's fork: install as the worker hook does, then its
+    # ray_trainer's adjust_batch and compute_advantage, called as its fit calls them
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "gaca.testing.verl_agent_process", CHECKOUT], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line.split() for line in done.stdout.splitlines() if line.startswith("PARITY")]
+    assert len(lines) == 2 and all(float(line[-1]) < 1e-4 for line in lines), done.stdout

@@ -245,7 +245,7 @@ def install() -> None:
 
     registry = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", None)
     if registry is None:  # verl forks older than the registry (0.4): routing alone suffices there
-        logger.warning("this verl has no ADV_ESTIMATOR_REGISTRY; only compute_advantage is routed")
+        logger.info("this verl has no ADV_ESTIMATOR_REGISTRY (verl-agent's): routing alone suffices")
     else:
         for name, fn in _REGISTRY_FNS.items():
             registered = registry.get(name)
@@ -289,9 +289,9 @@ def is_installed() -> bool:
 
     adjust_batch = ray_trainer.__dict__.get("adjust_batch")
     recorded = adjust_batch is None or getattr(adjust_batch, "_gaca_wrapped", False)
-    return recorded and ray_trainer.compute_advantage is compute_advantage and all(
-        core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is fn for name, fn in _REGISTRY_FNS.items()
-    )
+    registry = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", None)  # None in verl-agent's verl
+    return recorded and ray_trainer.compute_advantage is compute_advantage and (registry is None or all(
+        registry.get(name) is fn for name, fn in _REGISTRY_FNS.items()))
 
 
 __all__ = [
