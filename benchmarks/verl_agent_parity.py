@@ -1,15 +1,27 @@
-"""gaca's ``gigpo`` under ``conventions=verl-agent`` against verl-agent's own GiGPO, on the same batches.
+"""gaca's plugin under ``conventions=verl-agent`` against verl-agent's own GiGPO, on the same batches.
 
     python benchmarks/verl_agent_parity.py --verl-agent /path/to/verl-agent   # a verl-agent checkout
 
-Each batch is built the way verl-agent's trainer builds one: step rows with string uids, ALFWorld-like
-observation texts (several near-identical ones per state), an episode reward of 10 on the last step
-of won trajectories, half the groups failing entirely, about 30% invalid actions. verl-agent's own
-code then computes the discounted returns (``compute_step_discounted_returns``), the rows are
-shuffled (``trainer.balance_batch``), and its ``apply_invalid_action_penalty`` subtracts the penalty.
-On that batch: verl-agent's ``compute_gigpo_outcome_advantage`` against gaca's plugin, which gets no
-step key (it recovers the order) and reads the penalty back from the scores. gaca's own conventions
-(with the true step index given) are reported beside, to show what the setting changes.
+Two parts.
+
+**Its trainer as it ships** (``trainer``): for every configuration of verl-agent's example scripts
+(``gaca.testing.verl_agent_runs.RUNS``: ALFWorld, with dynamic sampling and with groups of one;
+WebShop; Sokoban with text grids at γ = 0.95 and γ = 1 and with images for a vision model;
+Blackjack; NumberLine; search with similarity grouping), at the scripts' batch sizes, scripted
+episodes go through verl-agent's own functions in its trainer's order: the rollout layout
+(``gather_rollout_data``, after ``filter_group_data`` for dynamic sampling), its discounted returns,
+its ``adjust_batch`` (copies of random rows up to its size divisor; routed through the plugin's
+``record_step_index`` as installing the integration does), a shuffle (``balance_batch``), its reward
+manager and invalid-action penalty. Then verl-agent's ``compute_gigpo_outcome_advantage`` against
+the plugin called with verl-agent's keywords and no config. Reported beside: verl-agent's own
+float32 rounding (its GiGPO on the same batch in float64), the plugin against that float64 value,
+GACA at κ = 0 with the additive mixture (= GiGPO), and whether the plugin could compute the batch
+without the recorded step index (verl-agent's ``adjust_batch`` not routed).
+
+**Shuffled, no step index** (``recovered order``): ALFWorld-like batches without copies, rows
+shuffled and no step key, so the plugin recovers each trajectory's order from the returns;
+verl-agent's ``compute_gigpo_outcome_advantage`` against the plugin, and gaca's own conventions
+(with the true step index given) beside, to show what the setting changes.
 
 Prints a table and writes ``benchmarks/results/verl_agent_parity.json``.
 """
@@ -122,27 +134,98 @@ def compare(code, seed: int, *, long_text: bool, similarity: bool, thresh: float
             "gaca_conventions_rows_over_1e-4": int((other > 1e-4).sum())}
 
 
+def trainer_case(code, name: str, seed: int, groups: int | None) -> dict:
+    """One configuration of verl-agent's trainer (see the module docstring), one seed."""
+    from gaca.integrations.verl import record_step_index
+    from gaca.testing.verl_agent_runs import RUNS, gaca_advantages, trainer_batch, verl_agent_gigpo
+
+    run = RUNS[name] if groups is None else RUNS[name].scaled(groups)
+    data = trainer_batch(code, run, seed, adjust_batch=record_step_index(code.adjust_batch),
+                         gaca={"conventions": "verl-agent"})
+    theirs = verl_agent_gigpo(code, data, run)
+    theirs64 = verl_agent_gigpo(code, data, run, float64=True)
+    ours = gaca_advantages(data, run)
+    additive = gaca_advantages(data, run, {"conventions": "verl-agent", "estimator": "gaca", "mixture": "additive",
+                                           "kappa": 0.0})
+    own = gaca_advantages(data, run, {})
+    diff = (ours - theirs).abs().amax(dim=1)
+    # beyond verl-agent's own float32 rounding: |ours − its float32| − |its float64 − its float32|
+    excess = ((ours - theirs).abs().double() - (theirs64 - theirs).abs()).amax(dim=1)
+    steps = set(zip(data.non_tensor_batch["traj_uid"].tolist(), data.non_tensor_batch["step"].tolist(), strict=True))
+    unrouted = trainer_batch(code, run, seed, gaca={"conventions": "verl-agent"})
+    try:
+        gaca_advantages(unrouted, run)
+        without = "computed"
+    except ValueError as error:
+        without = f"raises ValueError: {str(error).split(';')[0]}"
+    return {"seed": seed, "script": run.script, "groups": run.groups, "group_size": run.group_size,
+            "size_divisor": run.size_divisor, "rows": len(data), "copies": len(data) - len(steps),
+            "invalid_rows": int((~data.non_tensor_batch["is_action_valid"].astype(bool)).sum()),
+            "max_abs_diff": float(diff.max()), "rows_over_1e-4": int((diff > 1e-4).sum()),
+            "rows_beyond_verl_agent_rounding_by_1e-5": int((excess > 1e-5).sum()),
+            "verl_agent_float32_vs_float64_max_abs_diff": float((theirs64 - theirs).abs().max()),
+            "plugin_vs_verl_agent_float64_max_abs_diff": float((ours.double() - theirs64).abs().max()),
+            "gaca_kappa0_additive_max_abs_diff": float((additive - theirs).abs().max()),
+            "gaca_conventions_max_abs_diff": float((own - theirs).abs().max()),
+            "without_recorded_step_index": without}
+
+
+def _short(runs: list[dict]) -> str:
+    """'computed', or how the plugin failed without the recorded step index, over the seeds."""
+    outcomes = [r["without_recorded_step_index"] for r in runs]
+    failed = [o for o in outcomes if o != "computed"]
+    if not failed:
+        return "computed"
+    kinds = sorted({"several rows fit a position" if "several" in o else "no row fits a position" for o in failed})
+    return f"raises on {len(failed)}/{len(outcomes)} ({', '.join(kinds)})"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verl-agent", type=Path, required=True, help="root of a verl-agent checkout")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--groups", type=int, default=None,
+                    help="episode groups per trainer batch (default: each example script's own)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "verl_agent_parity.json")
     args = ap.parse_args(argv)
     from gaca.testing.verl_agent import load_verl_agent
+    from gaca.testing.verl_agent_runs import RUNS
 
     code = load_verl_agent(args.verl_agent)
-    result = {name: [compare(code, seed, **case) for seed in range(args.seeds)] for name, case in CASES.items()}
+    trainer = {name: [trainer_case(code, name, seed, args.groups) for seed in range(args.seeds)] for name in RUNS}
+    recovered = {name: [compare(code, seed, **case) for seed in range(args.seeds)] for name, case in CASES.items()}
+    print("verl-agent's trainer as it ships (max over seeds, rows summed; copies: adjust_batch's padding rows;\n"
+          "beyond: rows further from verl-agent's float32 numbers than their own rounding + 1e-5)")
+    print(f"{'configuration':32s} {'rows':>6s} {'copies':>6s} {'max|diff|':>10s} {'rows>1e-4':>9s} {'beyond':>6s} "
+          f"{'its f32 vs f64':>14s} {'ours vs f64':>11s} {'GACA k=0':>9s}  without the step index")
+    for name, runs in trainer.items():
+        print(f"{name:32s} {max(r['rows'] for r in runs):6d} {max(r['copies'] for r in runs):6d} "
+              f"{max(r['max_abs_diff'] for r in runs):10.2e} {sum(r['rows_over_1e-4'] for r in runs):9d} "
+              f"{sum(r['rows_beyond_verl_agent_rounding_by_1e-5'] for r in runs):6d} "
+              f"{max(r['verl_agent_float32_vs_float64_max_abs_diff'] for r in runs):14.2e} "
+              f"{max(r['plugin_vs_verl_agent_float64_max_abs_diff'] for r in runs):11.2e} "
+              f"{max(r['gaca_kappa0_additive_max_abs_diff'] for r in runs):9.2e}  "
+              f"{_short(runs)}")
+    print("\nshuffled, no step index: the order recovered from the returns")
     print(f"{'case':34s} {'rows':>6s} {'max|diff|':>10s} {'rows>1e-4':>9s} {'gaca conv. max|diff|':>21s} "
           f"{'rows>1e-4':>9s}")
-    for name, runs in result.items():
+    for name, runs in recovered.items():
         for r in runs:
             label = f"{name} s{r['seed']}"
             print(f"{label:34s} {r['rows']:6d} {r['max_abs_diff']:10.2e} {r['rows_over_1e-4']:9d} "
                   f"{r['gaca_conventions_max_abs_diff']:21.3f} {r['gaca_conventions_rows_over_1e-4']:9d}")
+    result = {"command": "python benchmarks/verl_agent_parity.py --verl-agent PATH"
+                         + ("" if args.seeds == 3 else f" --seeds {args.seeds}")
+                         + ("" if args.groups is None else f" --groups {args.groups}"),
+              "trainer": trainer, "recovered order": recovered}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
-    return 0 if all(r["rows_over_1e-4"] == 0 for runs in result.values() for r in runs) else 1
+    # pass: no row further from verl-agent's float32 numbers than their own rounding (+1e-5), and
+    # (without a float64 reference there) no row over 1e-4 on the recovered-order batches
+    ok = all(r["rows_beyond_verl_agent_rounding_by_1e-5"] == 0 for case in trainer.values() for r in case) and all(
+        r["rows_over_1e-4"] == 0 for case in recovered.values() for r in case)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

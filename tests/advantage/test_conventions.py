@@ -134,3 +134,68 @@ def test_conventions_refuse_trajectory_statistics():
     with pytest.raises(ValueError, match="episode_stats='trajectory' contradicts conventions='verl-agent'"):
         compute_advantages(to_batch(*penalised_batch(0)), "gigpo", conventions="verl-agent",
                            episode_stats="trajectory")
+
+
+def with_counts(batch, count):
+    return StepBatch(**{k: getattr(batch, k) for k in ("group_id", "traj_id", "step", "anchor", "reward", "logprobs",
+                                                       "mask", "anchor_text", "penalty")}, count=torch.tensor(count))
+
+
+def padding_counts(n, seed, *, copies):
+    """Counts of a batch padded like verl-agent's ``adjust_batch``: ``copies`` distinct random rows copied once."""
+    count = [1] * n
+    for i in random.Random(seed).sample(range(n), min(copies, n)):
+        count[i] = 2
+    return count
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(("norm", "similarity"), [("mean_std", None), ("mean", None), ("mean_std", 0.9)])
+def test_padding_copies_count_as_rows_under_verl_agent(seed, norm, similarity):
+    cols = penalised_batch(seed, groups=3, trajs=4, long_text=similarity is not None)
+    count = padding_counts(len(cols[0]), seed, copies=len(cols[0]) // 3)
+    out = compute_advantages(with_counts(to_batch(*cols), count), "gigpo", conventions="verl-agent", norm=norm,
+                             similarity=similarity)
+    expected, episode, step_level = verl_agent_gigpo(*cols, gamma=0.95, norm=norm, similarity=similarity, count=count)
+    torch.testing.assert_close(out.advantage, torch.tensor(expected, dtype=torch.float32), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.episode, torch.tensor(episode, dtype=torch.float32), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.step_level, torch.tensor(step_level, dtype=torch.float32), rtol=1e-5, atol=1e-5)
+    # the copies move verl-agent's statistics: without them the numbers differ
+    plain = compute_advantages(to_batch(*cols), "gigpo", conventions="verl-agent", norm=norm, similarity=similarity)
+    assert (plain.advantage - out.advantage).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("estimator", ["gigpo", "gaca", "rloo", "grpo"])
+def test_padding_copies_change_nothing_under_gaca_conventions(estimator):
+    cols = penalised_batch(4)
+    batch = to_batch(*cols)
+    counted = with_counts(batch, padding_counts(len(batch), 4, copies=len(batch) // 2))
+    for options in ({}, {"episode_stats": "step"}):
+        torch.testing.assert_close(compute_advantages(counted, estimator, **options).advantage,
+                                   compute_advantages(batch, estimator, **options).advantage)
+
+
+def test_a_copy_is_counted_but_is_no_peer():
+    # group 0: one trajectory of one step (score 10), copied once; group 1: scores 10 and 0, the 0 copied once.
+    batch = StepBatch(group_id=torch.tensor([0, 1, 1]), traj_id=torch.tensor([0, 0, 1]), step=torch.tensor([0, 0, 0]),
+                      anchor=torch.tensor([5, 7, 8]), reward=torch.tensor([10.0, 10.0, 0.0]),
+                      logprobs=-torch.ones(3, 1), mask=torch.ones(3, 1, dtype=torch.bool),
+                      count=torch.tensor([2, 1, 2]))
+    out = compute_advantages(batch, "gigpo", conventions="verl-agent")
+    # group 0 is no longer a lone row (verl-agent sees the row twice): (10 − 10) / (0 + eps) = 0.
+    # group 1 is the values [10, 0, 0]: mean 10/3, unbiased std sqrt(((20/3)² + 2·(10/3)²) / 2) = 5.7735;
+    # A(10) = (20/3) / 5.7735 = 1.1547, A(0) = −(10/3) / 5.7735 = −0.57735. Every step group holds one step
+    # (its copy aside): A^S = 0.
+    torch.testing.assert_close(out.advantage, torch.tensor([0.0, 1.1547005, -0.5773503]), rtol=1e-5, atol=1e-6)
+    assert not out.has_peer.any()
+    lone = compute_advantages(with_counts(batch, [1, 1, 2]), "gigpo", conventions="verl-agent")
+    assert float(lone.advantage[0]) == pytest.approx(10.0 / (1 + 1e-6))  # without its copy it keeps its score
+
+
+def test_counts_are_validated():
+    batch = to_batch(*penalised_batch(0))
+    with pytest.raises(ValueError, match=r"StepBatch.count must be >= 1; row 0 has 0"):
+        with_counts(batch, [0] + [1] * (len(batch) - 1))
+    with pytest.raises(ValueError, match=r"StepBatch.count must be an int64 tensor"):
+        StepBatch(**{k: getattr(batch, k) for k in ("group_id", "traj_id", "step", "anchor", "reward", "logprobs",
+                                                    "mask")}, count=torch.ones(len(batch)))

@@ -186,3 +186,24 @@ def test_singletons_give_zero(estimator):
     out = compute_advantages(one, estimator)
     assert out.advantage.tolist() == [0.0]
     assert out.criticality.tolist() == [0.0]
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 3), st.floats(-10.0, 10.0, allow_nan=False), st.integers(1, 3)),
+                min_size=1, max_size=20),
+       st.sampled_from(["mean_std", "mean"]), st.booleans(), st.booleans())
+def test_a_weight_is_the_member_repeated(members, norm, leave_one_out, lone_keeps_value):
+    # group_normalize with integer weights = the unweighted call on the members repeated that often
+    from gaca.advantage.normalize import group_normalize
+    from gaca.advantage.segments import dense_ids
+
+    ids, num = dense_ids(torch.tensor([g for g, _, _ in members]))
+    values = torch.tensor([v for _, v, _ in members], dtype=torch.float64)
+    weight = torch.tensor([w for _, _, w in members])
+    options = dict(norm=norm, leave_one_out=leave_one_out, lone_keeps_value=lone_keeps_value)
+    got, size = group_normalize(values, ids, num, weight=weight, **options)
+    repeated = torch.repeat_interleave(torch.arange(len(members)), weight)
+    want, want_size = group_normalize(values[repeated], ids[repeated], num, **options)
+    first = torch.cumsum(weight, 0) - weight  # each member's first repeat
+    torch.testing.assert_close(got, want[first])
+    assert torch.equal(size, want_size[first])

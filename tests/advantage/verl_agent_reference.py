@@ -8,6 +8,9 @@ trajectory's unpenalised rewards) also loses the row's own penalty. Step groups 
 episode group with the same anchor text, or, with a similarity threshold, greedily: a row joins
 the first cluster whose representative text has ``SequenceMatcher(None, row_text, rep).ratio()``
 at or above the threshold (difflib's default autojunk), else founds a cluster; a lone row gets 0.
+With ``count``, row i is followed, at the end of the batch (where verl-agent's ``adjust_batch``
+appends its padding), by count_i − 1 copies of itself, which every statistic sees as rows; the
+returns were computed before the copies were made.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ def _stats(values):
 
 
 def verl_agent_gigpo(group, traj, step, text, reward, penalty, *, gamma, omega=1.0, norm="mean_std", eps=1e-6,
-                     similarity=None):
+                     similarity=None, count=None):
     """Per-row GiGPO advantage under verl-agent's conventions (lists in, list out)."""
     n = len(group)
+    rows_seen = list(range(n)) + [i for i in range(n) for _ in range((count[i] if count else 1) - 1)]
     rows_of = defaultdict(list)
     for i in range(n):
         rows_of[(group[i], traj[i])].append(i)
@@ -49,16 +53,17 @@ def verl_agent_gigpo(group, traj, step, text, reward, penalty, *, gamma, omega=1
 
     episode = [0.0] * n
     members = defaultdict(list)
-    for i in range(n):
+    for i in rows_seen:
         members[group[i]].append(i)
     for rows in members.values():
         for i, a in zip(rows, normalize([score[i] for i in rows], True), strict=True):
-            episode[i] = a
+            episode[i] = a  # a copy gets what its original got
 
-    cluster_of = [None] * n
+    cluster_of = {}  # position in rows_seen -> cluster
     for g, rows in members.items():
         clusters = []  # [(representative text, id)]
-        for i in rows:
+        positions = [k for k, i in enumerate(rows_seen) if group[i] == g]
+        for k, i in zip(positions, rows, strict=True):
             if similarity is None:
                 found = next((c for rep, c in clusters if rep == text[i]), None)
             else:
@@ -67,11 +72,11 @@ def verl_agent_gigpo(group, traj, step, text, reward, penalty, *, gamma, omega=1
             if found is None:
                 found = (g, len(clusters))
                 clusters.append((text[i], found))
-            cluster_of[i] = found
+            cluster_of[k] = found
     step_level = [0.0] * n
     by_cluster = defaultdict(list)
-    for i in range(n):
-        by_cluster[cluster_of[i]].append(i)
+    for k, i in enumerate(rows_seen):
+        by_cluster[cluster_of[k]].append(i)
     for rows in by_cluster.values():
         for i, a in zip(rows, normalize([step_return[i] for i in rows], False), strict=True):
             step_level[i] = a

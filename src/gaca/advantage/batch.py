@@ -81,6 +81,12 @@ class StepBatch:
                 estimators that weight by the policy's uncertainty (``empg``); where it is None they
                 fall back to the response's mean token NLL, a one-sample estimate of it
                 (``AdvantageOptions.uncertainty``). Finite; >= 0 in exact arithmetic.
+      count:    optional [N] int64 >= 1, how many rows of the trainer's batch hold this step: 1 plus
+                the copies a trainer made of it to pad its batch (verl-agent's ``adjust_batch``).
+                Under ``conventions='verl-agent'`` every statistic over step rows counts the row
+                ``count`` times, as verl-agent's own code (which sees the copies as rows) does;
+                gaca's conventions count each step once (a copy is padding, not another sample).
+                Returns, episode returns and criticality always see each step once. None: 1.
 
     Derived at construction (one pass over the log-probs, which is also the finiteness check):
       logprob_sum: [N] float32 or wider, Σ_k mask_ik·logp_ik.   token_count: [N] int32, |mask_i|.
@@ -100,6 +106,7 @@ class StepBatch:
     anchor_text: Sequence[str] | None = None
     penalty: torch.Tensor | None = None
     entropy: torch.Tensor | None = None
+    count: torch.Tensor | None = None
     # Σ_k mask·logp per row, computed once during validation (it is also the finiteness check).
     logprob_sum: torch.Tensor = field(init=False, repr=False, compare=False)
     token_count: torch.Tensor = field(init=False, repr=False, compare=False)
@@ -141,6 +148,15 @@ class StepBatch:
             raise ValueError(f"StepBatch.anchor_text must have N = {n} entries, got {len(self.anchor_text)}")
         for name in _OPTIONAL_ROW_FIELDS:
             _check_optional_row_field(name, getattr(self, name), n)
+        if self.count is not None:
+            if not isinstance(self.count, torch.Tensor) or self.count.dtype != torch.int64:
+                raise ValueError("StepBatch.count must be an int64 tensor or None")
+            if self.count.shape != (n,):
+                raise ValueError(f"StepBatch.count must have shape [N] = ({n},), got {tuple(self.count.shape)}")
+            bad = self.count < 1
+            if bad.any():
+                raise ValueError(f"StepBatch.count must be >= 1; row {_first_bad_row(bad)} has "
+                                 f"{int(self.count[bad][0])}")
         bad = self.step < 0
         if bad.any():
             raise ValueError(f"StepBatch.step must be >= 0; row {_first_bad_row(bad)} has {int(self.step[bad][0])}")

@@ -35,6 +35,7 @@ def episode_advantage(
     leave_one_out: bool = False,
     row_penalty: torch.Tensor | None = None,
     lone_keeps_value: bool = False,
+    row_weight: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Episode-level advantage A^E(τ), broadcast to every step row of τ.
 
@@ -47,19 +48,22 @@ def episode_advantage(
       - "step": each step row counts (verl-agent's GiGPO code does this), which weights a
         trajectory by its length. Row i's score is then S_i = R(τ(i)) − p_i with ``row_penalty``
         p (verl-agent's invalid-action penalty, applied after summing), so the rows of one
-        trajectory may differ.
+        trajectory may differ. With ``row_weight`` w, row i counts w_i times (a trainer's padding
+        copies of it, which verl-agent counts as rows; see ``group_normalize``).
 
     Args:
       traj_return: [num_trajs] float64 R(τ).
       layout:      the batch layout (dense ids).
       row_penalty: [N] float, p_i ("step" statistics only); None: 0.
+      row_weight:  [N] int64 >= 1, w_i ("step" statistics only); None: 1.
       lone_keeps_value: a group of one member keeps its value (see ``group_normalize``).
     Returns:
       [N] float64, row i gets A^E of its trajectory (of its own score, with a row penalty).
     """
     if episode_stats == "trajectory":
-        if row_penalty is not None:
-            raise ValueError("a row penalty needs episode statistics over step rows (episode_stats='step')")
+        if row_penalty is not None or row_weight is not None:
+            raise ValueError("a row penalty or row weight needs episode statistics over step rows "
+                             "(episode_stats='step')")
         per_traj, _ = group_normalize(
             traj_return, layout.traj_group, layout.num_groups, norm=norm, eps=eps, leave_one_out=leave_one_out,
             lone_keeps_value=lone_keeps_value,
@@ -71,7 +75,7 @@ def episode_advantage(
             score = score - row_penalty.to(score.dtype)
         per_row, _ = group_normalize(
             score, layout.group, layout.num_groups, norm=norm, eps=eps, leave_one_out=leave_one_out,
-            lone_keeps_value=lone_keeps_value,
+            lone_keeps_value=lone_keeps_value, weight=row_weight,
         )
         return per_row
     raise ValueError(f"episode_stats must be 'trajectory' or 'step', got {episode_stats!r}")

@@ -155,12 +155,19 @@ def _row_penalty(batch: StepBatch, options: AdvantageOptions) -> torch.Tensor | 
     return batch.penalty if options.conventions == "verl-agent" else None
 
 
+def _row_weight(batch: StepBatch, options: AdvantageOptions) -> torch.Tensor | None:
+    """How often statistics over step rows count each row: its ``count`` (the trainer's padding
+    copies included) under verl-agent's conventions, once under gaca's."""
+    return batch.count if options.conventions == "verl-agent" else None
+
+
 def _episode(batch: StepBatch, layout: Layout, options: AdvantageOptions, *, leave_one_out: bool = False):
     returns = episode_returns(_returns_reward(batch, options), layout.traj, layout.num_trajs)
     return episode_advantage(
         returns, layout, norm=options.episode_norm(leave_one_out), eps=options.eps,
         episode_stats=options.resolved_episode_stats(), leave_one_out=leave_one_out,
         row_penalty=_row_penalty(batch, options), lone_keeps_value=options.conventions == "verl-agent",
+        row_weight=_row_weight(batch, options),
     )
 
 
@@ -179,7 +186,7 @@ def _step_level(batch: StepBatch, layout: Layout, options: AdvantageOptions):
         conventions=options.conventions,
     )
     return step_level_advantage(_step_returns(batch, layout, options), groups, num_groups,
-                                norm=options.norm or "mean_std", eps=options.eps)
+                                norm=options.norm or "mean_std", eps=options.eps, weight=_row_weight(batch, options))
 
 
 #: The options every estimator reads: its episode level's (or its base's) normalization.

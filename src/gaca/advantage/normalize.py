@@ -21,6 +21,7 @@ def group_normalize(
     leave_one_out: bool = False,
     lone_keeps_value: bool = False,
     unbiased: bool = True,
+    weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Relative value of each member against its group.
 
@@ -32,17 +33,24 @@ def group_normalize(
     has no baseline: A_i = 0; with ``lone_keeps_value`` it is taken against baseline 0 and std 1
     instead, A_i = x_i / (1 + eps) (mean_std) or x_i (mean), as verl-agent's episode level does.
 
+    With ``weight`` w, member j counts w_j times, exactly as if it were repeated w_j times: the
+    group's size is n_g = Σ_{j∈g} w_j, its mean Σ w_j·x_j / n_g, its std the unbiased std of the
+    repeated values; the leave-one-out baseline leaves out one of i's repeats,
+    b_i = (Σ_{j∈g} w_j·x_j − x_i) / (n_g − 1); a member is alone when n_g = 1.
+
     Args:
       values: [M] float, one value per member.
       ids:    [M] int64 dense group id of each member.
+      weight: optional [M] int64 >= 1 multiplicities; None: 1.
     Returns:
-      ([M] advantage in the dtype of ``values``, [M] int64 size of each member's group).
+      ([M] advantage in the dtype of ``values``, [M] int64 size n_g of each member's group).
     """
-    counts = segment_count(ids, num_groups)
-    mean, std = segment_mean_std(values, ids, num_groups, counts, unbiased=unbiased)
+    counts = segment_count(ids, num_groups) if weight is None else segment_sum(weight, ids, num_groups)
+    mean, std = segment_mean_std(values, ids, num_groups, counts, weight, unbiased=unbiased)
     member_count = counts.index_select(0, ids)
     if leave_one_out:
-        total = segment_sum(values, ids, num_groups)[ids]
+        weighted = values if weight is None else weight.to(values.dtype) * values
+        total = segment_sum(weighted, ids, num_groups)[ids]
         others = (member_count - 1).to(values.dtype)
         baseline = torch.where(member_count > 1, (total - values) / others.clamp(min=1), values)
     else:

@@ -53,11 +53,13 @@ class AdvantageOptions:
     """Whose conventions the shared parts follow. 'gaca': the invalid-action penalty is part of the
     step reward, before any return is summed; a group of one has no baseline (advantage 0);
     similarity grouping visits rows in (trajectory, step) order and compares texts without
-    difflib's autojunk. 'verl-agent': verl-agent's GiGPO exactly (docs/verl-agent.md): episode
-    statistics over step rows, the penalty subtracted after discounting from the row's own episode
-    score and discounted return, a lone row keeps its raw score, similarity greedy in the batch's row
-    order with ``SequenceMatcher(None, obs, representative)`` and its default autojunk; HGPO's history
-    groups take the population std (its authors' code, verl-agent's ``recipe/hgpo``)."""
+    difflib's autojunk; a trainer's padding copies (``StepBatch.count``) count once. 'verl-agent':
+    verl-agent's GiGPO exactly (docs/verl-agent.md): episode statistics over step rows, the penalty
+    subtracted after discounting from the row's own episode score and discounted return, a lone row
+    keeps its raw score, similarity greedy in the batch's row order with
+    ``SequenceMatcher(None, obs, representative)`` and its default autojunk, padding copies counted
+    as rows in every statistic over step rows; HGPO's history groups take the population std (its
+    authors' code, verl-agent's ``recipe/hgpo``)."""
     omega: float = 1.0
     """Weight ω in [0, 1000] of the step-level term in GiGPO / the additive mixture."""
     criticality: Criticality = "zscore"

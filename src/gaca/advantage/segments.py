@@ -57,26 +57,33 @@ def segment_sum(values: torch.Tensor, ids: torch.Tensor, num_segments: int) -> t
 
 def segment_mean_std(
     values: torch.Tensor, ids: torch.Tensor, num_segments: int, counts: torch.Tensor | None = None,
-    *, unbiased: bool = True,
+    weight: torch.Tensor | None = None, *, unbiased: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-segment mean and standard deviation, unbiased (as ``torch.std``) unless asked otherwise.
+    """Per-segment mean and standard deviation, optionally weighted; unbiased (as ``torch.std``)
+    unless asked otherwise.
 
-    std_s = sqrt(Σ_i (x_i − mean_s)² / (n_s − 1)), or / n_s with ``unbiased=False`` (the population
-    std); a segment of one row has std 0 (not NaN).
+    With integer weights w_i (row i counted w_i times, as if repeated), n_s = Σ_{i∈s} w_i:
+    mean_s = Σ_i w_i·x_i / n_s,  std_s = sqrt(Σ_i w_i·(x_i − mean_s)² / (n_s − 1)), or / n_s with
+    ``unbiased=False`` (the population std); without weights w_i = 1. A segment with n_s = 1 has
+    std 0 (not NaN).
 
     Args:
       values: [N] float.
       ids:    [N] int64 dense segment ids.
-      counts: optional [S] segment sizes (recomputed when omitted).
+      counts: optional [S] n_s (recomputed when omitted).
+      weight: optional [N] int64 >= 1 row multiplicities; None: 1.
     Returns:
       ([S] mean, [S] std), in the dtype of ``values``.
     """
     if counts is None:
-        counts = segment_count(ids, num_segments)
+        counts = segment_count(ids, num_segments) if weight is None else segment_sum(weight, ids, num_segments)
     n = counts.to(values.dtype)
-    mean = segment_sum(values, ids, num_segments) / n.clamp(min=1)
+    w = None if weight is None else weight.to(values.dtype)
+    mean = segment_sum(values if w is None else w * values, ids, num_segments) / n.clamp(min=1)
     centered = values - mean.index_select(0, ids)
-    var = segment_sum(centered * centered, ids, num_segments) / ((n - 1) if unbiased else n).clamp(min=1)
+    squares = centered * centered
+    dof = (n - 1) if unbiased else n
+    var = segment_sum(squares if w is None else w * squares, ids, num_segments) / dof.clamp(min=1)
     return mean, var.sqrt()
 
 

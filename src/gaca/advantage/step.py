@@ -9,7 +9,7 @@ import torch
 
 from gaca.advantage.layout import Layout
 from gaca.advantage.normalize import Norm, group_normalize
-from gaca.advantage.segments import discounted_returns_sorted, pair_ids
+from gaca.advantage.segments import discounted_returns_sorted, pair_ids, segment_count
 
 
 def discounted_returns(reward: torch.Tensor, layout: Layout, gamma: float) -> torch.Tensor:
@@ -114,19 +114,25 @@ def step_level_advantage(
     *,
     norm: Norm = "mean_std",
     eps: float = 1e-6,
+    weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GiGPO step-level advantage: returns normalized within anchor-state groups.
 
-    A^S_i = (G_i − mean_{j∈S(i)} G_j) / (std_{j∈S(i)} G_j + eps); 0 where |S(i)| = 1.
+    A^S_i = (G_i − mean_{j∈S(i)} G_j) / (std_{j∈S(i)} G_j + eps); 0 where |S(i)| = 1. With
+    ``weight`` w, row j counts w_j times in the mean and std (``group_normalize``).
 
     Args:
       returns:    [N] float, discounted return G_i from step row i onward.
       step_group: [N] int64, dense id of row i's (episode group, anchor) step group.
+      weight:     optional [N] int64 >= 1 row multiplicities; None: 1.
     Returns:
-      ([N] A^S in the dtype of ``returns``, [N] bool has_peer = |S(i)| > 1).
+      ([N] A^S in the dtype of ``returns``, [N] bool has_peer: S(i) holds another row, a copy of
+      row i not counted).
     Reference: Feng et al. 2025, arXiv:2505.10978 (GiGPO), step relative advantage.
     """
-    advantage, size = group_normalize(returns, step_group, num_step_groups, norm=norm, eps=eps)
+    advantage, size = group_normalize(returns, step_group, num_step_groups, norm=norm, eps=eps, weight=weight)
+    if weight is not None:
+        size = segment_count(step_group, num_step_groups).index_select(0, step_group)
     return advantage, size > 1
 
 

@@ -9,6 +9,8 @@ on the original StepBatch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from verl import DataProto
@@ -148,16 +150,29 @@ def expected_tokens(advantage: torch.Tensor, owner: torch.Tensor) -> torch.Tenso
     return torch.where(owner >= 0, advantage[owner.clamp(min=0)], torch.zeros((), dtype=advantage.dtype))
 
 
-def verl_agent_batch(sb: StepBatch, invalid: torch.Tensor, *, coef: float = 0.1, gamma: float = 0.95,
-                     seed: int = 0) -> tuple[DataProto, torch.Tensor, StepBatch]:
-    """A batch as verl-agent's trainer hands it to ``compute_advantage`` (from its published pipeline):
-    no step index; ``step_rewards`` = discounted returns computed in step order, then rows reordered
-    (``balance_batch``); the invalid-action penalty ``coef`` subtracted from an invalid row's episode
-    score (on its last token) and from its ``step_rewards``; ``rewards``, ``episode_rewards``,
-    ``is_action_valid`` as its rollout records them.
+def pad_with_copies(data: DataProto, copies: int, *, seed: int = 0) -> DataProto:
+    """verl-agent's ``adjust_batch`` (mode 'copy') for a known number of copies: ``copies`` distinct
+    random rows appended again at the end of the batch."""
+    if copies == 0:
+        return data
+    rows = np.random.default_rng(seed).choice(len(data), copies, replace=False)
+    return DataProto.concat([data, data.select_idxs(rows)])
 
-    Returns the batch, ``owner`` (as ``step_rows_batch``) and the StepBatch (with ``penalty``) the
-    expected advantages come from, rows in the batch's order.
+
+def verl_agent_batch(sb: StepBatch, invalid: torch.Tensor, *, coef: float = 0.1, gamma: float = 0.95,
+                     seed: int = 0, copies: int = 0, adjust: Callable[[DataProto], DataProto] | None = None,
+                     ) -> tuple[DataProto, torch.Tensor, StepBatch]:
+    """A batch as verl-agent's trainer hands it to ``compute_advantage`` (from its published pipeline):
+    rows in rollout order (each trajectory's steps in order) without a step index; ``step_rewards`` =
+    their discounted returns; then ``adjust`` (verl-agent's ``adjust_batch``; default: append
+    ``copies`` copies of random rows, ``pad_with_copies``); the rows shuffled (``balance_batch``);
+    the invalid-action penalty ``coef`` subtracted from an invalid row's episode score (on its last
+    token) and from its ``step_rewards``; ``rewards``, ``episode_rewards``, ``is_action_valid`` as
+    its rollout records them.
+
+    Returns the batch, ``owner`` (as ``step_rows_batch``, into the returned StepBatch) and the
+    StepBatch (with ``penalty``, and ``count`` where rows were copied) the expected advantages come
+    from: one row per step, in the order of the steps' first rows in the batch.
     """
     n = len(sb)
     returns, episode = torch.zeros(n, dtype=torch.float64), torch.zeros(n)
@@ -169,19 +184,29 @@ def verl_agent_batch(sb: StepBatch, invalid: torch.Tensor, *, coef: float = 0.1,
         for i in reversed(rows.tolist()):
             acc = float(sb.reward[i]) + gamma * acc
             returns[i] = acc
+    fields = ("group_id", "traj_id", "step", "anchor", "reward", "logprobs", "mask")
+    rollout = torch.from_numpy(np.lexsort((sb.step.numpy(), sb.traj_id.numpy(), sb.group_id.numpy())))
+    data, _ = step_rows_batch(StepBatch(**{k: getattr(sb, k)[rollout] for k in fields}), with_step=False, seed=seed)
+    data.batch["step_rewards"] = returns[rollout].float()
+    data.non_tensor_batch["episode_rewards"] = episode[rollout].numpy()
+    data.non_tensor_batch["is_action_valid"] = (~invalid[rollout]).numpy()
+    data.non_tensor_batch["sb_row"] = rollout.numpy()  # which StepBatch row each row is (dropped below)
+    data = adjust(data) if adjust is not None else pad_with_copies(data, copies, seed=seed)
+    data = data[torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))]  # balance_batch
+    sb_row = torch.from_numpy(data.non_tensor_batch.pop("sb_row").astype(np.int64))
     penalty = invalid.float() * coef
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    data, owner = step_rows_batch(StepBatch(**{k: getattr(sb, k)[perm] for k in
-                                             ("group_id", "traj_id", "step", "anchor", "reward", "logprobs", "mask")}),
-                                  with_step=False, seed=seed)
-    last = sb.mask[perm].long().sum(1) - 1
-    scores = torch.zeros(sb.mask.shape)
-    scores[torch.arange(n), last] = episode[perm] - penalty[perm]
+    mask = sb.mask[sb_row]
+    last = mask.long().sum(1) - 1
+    scores = torch.zeros(mask.shape)
+    scores[torch.arange(len(data)), last] = episode[sb_row] - penalty[sb_row]
     data.batch["token_level_rewards"] = scores
-    data.batch["step_rewards"] = (returns[perm] - penalty[perm].double()).float()
-    data.non_tensor_batch["episode_rewards"] = episode[perm].numpy()
-    data.non_tensor_batch["is_action_valid"] = (~invalid[perm]).numpy()
-    expected = StepBatch(**{k: getattr(sb, k)[perm] for k in
-                            ("group_id", "traj_id", "step", "anchor", "reward", "logprobs", "mask")},
-                         penalty=penalty[perm])
+    data.batch["step_rewards"] = data.batch["step_rewards"] - penalty[sb_row]
+    # expected rows: the distinct steps in order of first appearance, each with its number of rows
+    first_seen = dict.fromkeys(sb_row.tolist())
+    order = torch.tensor(list(first_seen))
+    position = torch.full((n,), -1, dtype=torch.int64).index_copy_(0, order, torch.arange(len(order)))
+    count = torch.bincount(position[sb_row], minlength=len(order))
+    expected = StepBatch(**{k: getattr(sb, k)[order] for k in fields}, penalty=penalty[order],
+                         count=count if len(data) > len(order) else None)
+    owner = torch.where(mask, position[sb_row].unsqueeze(1), -1)
     return data, owner, expected

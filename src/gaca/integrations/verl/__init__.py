@@ -26,6 +26,7 @@ from gaca.integrations.verl.estimator import (
     gaca_advantage,
     install,
     is_installed,
+    record_step_index,
     setup_worker,
     with_setup_hook,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "gaca_advantage",
     "install",
     "is_installed",
+    "record_step_index",
     "resolve_config",
     "setup_worker",
     "step_rows_table",

@@ -6,12 +6,18 @@ log-probs, the trajectory/step structure, the anchors and the step rewards, all 
 ``DataProto`` that ``verl.trainer.ppo.ray_trainer.compute_advantage`` receives. So :func:`install`
 
 1. registers ``gaca``, ``gigpo``, ``fixed_mix``, ``empg`` and ``hgpo`` in
-   ``core_algos.ADV_ESTIMATOR_REGISTRY`` (so
-   verl's config validation and ``get_adv_estimator_fn`` know the names), and
-2. replaces ``ray_trainer.compute_advantage`` by :func:`compute_advantage`, which handles these
-   names from the whole batch and passes every other name to verl's original function unchanged.
-   Modules that imported the original by name before (e.g. ``verl.trainer.ppo.v1.utils``) are
-   rebound too; modules imported later get the wrapper from ``ray_trainer``.
+   ``core_algos.ADV_ESTIMATOR_REGISTRY``, verl's own extension point (so verl's config validation
+   and ``get_adv_estimator_fn`` know the names), and
+2. routes ``ray_trainer.compute_advantage`` through :func:`compute_advantage`, which handles these
+   names from the whole batch and passes every other name to verl's original function unchanged
+   (the one run-time patch verl's signature forces; docs/verl.md proposes the upstream change).
+3. Only in verl-agent's trainer, whose ``ray_trainer`` also holds its ``adjust_batch``: routes that
+   through :func:`record_step_index`, which records each row's step index before the function
+   copies rows, and the trainer's ``config.algorithm`` (verl-agent calls ``compute_advantage``
+   without it).
+
+A routed function is rebound in every loaded module that holds the original by name (e.g.
+``verl.trainer.ppo.v1.utils``); modules imported later take the routed one from its module.
 
 Per step row i, the token advantage is ``A_i`` on row i's response tokens and 0 elsewhere
 (``returns`` = ``advantages``, as for verl's GRPO).
@@ -22,6 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -30,7 +37,7 @@ import torch
 
 from gaca.advantage import AdvantageOptions, AdvantageOutput, compute_advantages, estimator_inputs
 from gaca.integrations.verl.config import resolve_config
-from gaca.integrations.verl.tables import StepTable, build_step_table
+from gaca.integrations.verl.tables import StepTable, build_step_table, record_rollout_steps
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +48,9 @@ VERL_ESTIMATORS: tuple[str, ...] = ("gaca", "gigpo", "fixed_mix", "empg", "hgpo"
 # verl's own compute_advantage, set by install().
 _original: Any = None
 
-# The ``config.algorithm`` of the last trainer constructed in this process (set by the wrapper
-# install() puts around ``RayPPOTrainer.__init__``): verl-agent's trainer calls compute_advantage
-# without its config, so the ``algorithm.gaca`` settings are read from here.
+# The ``config.algorithm`` last passed to verl-agent's ``adjust_batch`` in this process (by
+# record_step_index): its trainer calls compute_advantage without its config, in the same
+# training step, so the ``algorithm.gaca`` settings are read from here.
 _trainer_algorithm: Any = None
 
 
@@ -183,9 +190,53 @@ def compute_advantage(
     return data
 
 
+def record_step_index(adjust_batch: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap verl-agent's ``adjust_batch(config, data, ...)`` so that, before it pads the batch with
+    copies of random rows, each row's step index is recorded in ``data`` (``record_rollout_steps``,
+    under ``algorithm.gaca.step_key``) and ``config.algorithm`` is kept for ``compute_advantage``.
+
+    verl-agent's trainer calls ``adjust_batch`` right after its rollout and its discounted returns,
+    while each trajectory's rows are still in step order; afterwards copies and ``balance_batch``
+    make that order unrecoverable in general. Only batches of this integration's estimators get the
+    key; the batch is otherwise untouched.
+    """
+    if getattr(adjust_batch, "_gaca_wrapped", False):
+        return adjust_batch
+
+    @functools.wraps(adjust_batch)
+    def wrapper(config: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
+        global _trainer_algorithm
+        algorithm = getattr(config, "algorithm", None)
+        estimator = getattr(algorithm, "adv_estimator", None)
+        if estimator is not None and estimator_name(estimator) in VERL_ESTIMATORS:
+            settings = resolve_config(algorithm).settings  # a bad algorithm.gaca fails here, before the update
+            if settings.layout != "trajectory":
+                record_rollout_steps(data, settings.step_key)
+        _trainer_algorithm = algorithm
+        return adjust_batch(config, data, *args, **kwargs)
+
+    wrapper._gaca_wrapped = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _route(module: Any, name: str, replacement: Any) -> Any:
+    """Set ``module.<name>`` to ``replacement`` and rebind every loaded module that holds the
+    original object under that name (looked up in module dicts, never through ``__getattr__``).
+    Returns the original."""
+    original = module.__dict__[name]
+    if original is replacement:
+        return original
+    rebound = [module_name for module_name, other in list(sys.modules.items())
+               if other is not None and getattr(other, "__dict__", {}).get(name) is original]
+    for module_name in rebound:
+        setattr(sys.modules[module_name], name, replacement)
+    logger.debug("gaca: %s routed through GACA in %s", name, rebound)
+    return original
+
 
 def install() -> None:
-    """Register our estimators in verl and route ``compute_advantage`` through GACA (idempotent).
+    """Register our estimators in verl and route ``compute_advantage`` (and, in verl-agent,
+    ``adjust_batch``) through GACA (idempotent).
 
     Safe to call from ``VERL_USE_EXTERNAL_MODULES`` (i.e. while ``import verl`` runs).
     """
@@ -194,7 +245,7 @@ def install() -> None:
 
     registry = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", None)
     if registry is None:  # verl forks older than the registry (0.4): routing alone suffices there
-        logger.warning("this verl has no ADV_ESTIMATOR_REGISTRY; only compute_advantage is routed")
+        logger.info("this verl has no ADV_ESTIMATOR_REGISTRY (verl-agent's): routing alone suffices")
     else:
         for name, fn in _REGISTRY_FNS.items():
             registered = registry.get(name)
@@ -202,35 +253,11 @@ def install() -> None:
                 logger.warning("replacing verl's %r advantage estimator %s with GACA's", name, registered)
             registry[name] = fn
 
-    _remember_trainer_config(getattr(ray_trainer, "RayPPOTrainer", None))
-    current = ray_trainer.compute_advantage
-    if current is compute_advantage:
-        return
-    original = _original = current
-    ray_trainer.compute_advantage = compute_advantage
-    rebound = []
-    for module_name, module in list(sys.modules.items()):
-        if module_name.startswith("verl") and getattr(module, "compute_advantage", None) is original:
-            module.compute_advantage = compute_advantage
-            rebound.append(module_name)
-    logger.debug("gaca: compute_advantage routed through GACA in %s", rebound)
-
-
-def _remember_trainer_config(trainer_class: Any) -> None:
-    """Wrap ``trainer_class.__init__`` so that each new trainer's ``config.algorithm`` becomes the
-    settings of ``compute_advantage`` calls that pass no ``config`` (verl-agent's trainer)."""
-    if trainer_class is None or getattr(trainer_class.__init__, "_gaca_wrapped", False):
-        return
-    original_init = trainer_class.__init__
-
-    @functools.wraps(original_init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        global _trainer_algorithm
-        original_init(self, *args, **kwargs)
-        _trainer_algorithm = getattr(getattr(self, "config", None), "algorithm", None)
-
-    __init__._gaca_wrapped = True  # type: ignore[attr-defined]
-    trainer_class.__init__ = __init__
+    adjust_batch = ray_trainer.__dict__.get("adjust_batch")
+    if adjust_batch is not None:  # verl-agent's trainer
+        _route(ray_trainer, "adjust_batch", record_step_index(adjust_batch))
+    if ray_trainer.compute_advantage is not compute_advantage:
+        _original = _route(ray_trainer, "compute_advantage", compute_advantage)
 
 
 def setup_worker() -> None:
@@ -256,14 +283,15 @@ def with_setup_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def is_installed() -> bool:
-    """Whether verl's registry and ``compute_advantage`` currently go through this integration."""
+    """Whether verl's registry and ``compute_advantage`` (and verl-agent's ``adjust_batch``, where
+    its trainer has one) currently go through this integration."""
     from verl.trainer.ppo import core_algos, ray_trainer
 
-    trainer_class = getattr(ray_trainer, "RayPPOTrainer", None)
-    wrapped = trainer_class is None or getattr(trainer_class.__init__, "_gaca_wrapped", False)
-    return wrapped and ray_trainer.compute_advantage is compute_advantage and all(
-        core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is fn for name, fn in _REGISTRY_FNS.items()
-    )
+    adjust_batch = ray_trainer.__dict__.get("adjust_batch")
+    recorded = adjust_batch is None or getattr(adjust_batch, "_gaca_wrapped", False)
+    registry = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", None)  # None in verl-agent's verl
+    return recorded and ray_trainer.compute_advantage is compute_advantage and (registry is None or all(
+        registry.get(name) is fn for name, fn in _REGISTRY_FNS.items()))
 
 
 __all__ = [
@@ -274,6 +302,7 @@ __all__ = [
     "gaca_advantage",
     "install",
     "is_installed",
+    "record_step_index",
     "setup_worker",
     "with_setup_hook",
 ]

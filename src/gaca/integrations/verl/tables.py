@@ -31,6 +31,7 @@ import torch
 
 from gaca.advantage import StepBatch, hash_text, hash_tokens
 from gaca.advantage.estimators import OPTIONAL_INPUTS
+from gaca.advantage.segments import pair_ids
 from gaca.integrations.verl.config import VerlSettings
 
 logger = logging.getLogger(__name__)
@@ -47,14 +48,17 @@ class StepTable:
       token_step: [B, L] int64, the step row of each response token of the verl batch; -1 on
                   tokens that belong to no step (padding, environment observations).
       layout:     'step' or 'trajectory', the layout it was read from.
-      row_mask:   [B, L] bool when step row b is batch row b on exactly its masked tokens (one
-                  step per row), else None; broadcasting is then one masked multiply.
+      row_mask:   [B, L] bool when each batch row holds one step on exactly its masked tokens
+                  (step layout), else None; broadcasting is then one masked multiply.
+      row_step:   [B] int64 with ``row_mask``: the step row batch row b holds (a trainer's padding
+                  copy holds its original's); None: step row b.
     """
 
     batch: StepBatch
     token_step_: torch.Tensor | None
     layout: str
     row_mask: torch.Tensor | None = None
+    row_step: torch.Tensor | None = None
 
     @property
     def token_step(self) -> torch.Tensor:
@@ -62,7 +66,8 @@ class StepTable:
         if self.token_step_ is None:
             assert self.row_mask is not None
             size = self.row_mask.shape[0]
-            object.__setattr__(self, "token_step_", torch.where(self.row_mask, torch.arange(size).unsqueeze(1), -1))
+            rows = torch.arange(size) if self.row_step is None else self.row_step
+            object.__setattr__(self, "token_step_", torch.where(self.row_mask, rows.unsqueeze(1), -1))
         return self.token_step_
 
     def to_tokens(self, values: torch.Tensor) -> torch.Tensor:
@@ -70,7 +75,8 @@ class StepTable:
         if values.shape != (len(self.batch),):
             raise ValueError(f"expected [N] = ({len(self.batch)},) values, got {tuple(values.shape)}")
         if self.row_mask is not None:
-            return torch.where(self.row_mask, values.unsqueeze(1), torch.zeros((), dtype=values.dtype))
+            per_row = values if self.row_step is None else values.index_select(0, self.row_step)
+            return torch.where(self.row_mask, per_row.unsqueeze(1), torch.zeros((), dtype=values.dtype))
         # one extra slot holding 0 for the off-step tokens (-1), so a single gather does it
         padded = torch.cat([values, torch.zeros(1, dtype=values.dtype, device=values.device)])
         index = torch.where(self.token_step >= 0, self.token_step, len(values))
@@ -104,6 +110,9 @@ def anchor_key(obs: Any) -> int:
     if isinstance(obs, list | tuple):
         obs = np.asarray(obs)
     if isinstance(obs, np.ndarray):
+        if obs.dtype.kind == "O" and obs.ndim > 0:  # e.g. images collated into an object array
+            numeric = np.asarray(obs.tolist())
+            obs = numeric if numeric.dtype.kind in "iubf" else obs
         if obs.dtype.kind in "iub":
             return hash_tokens(obs.astype(np.int64))
         if obs.dtype.kind in "OUS":
@@ -238,11 +247,79 @@ def recover_step_order(traj: torch.Tensor, reward: torch.Tensor, returns: torch.
                 raise ValueError(
                     f"cannot recover the step order of trajectory {t} from its returns ({len(rows)} rows: "
                     f"{'none' if not fits else 'several different ones'} fit position {position}); record each "
-                    "row's step index in the batch (VerlSettings.step_key) or disable trainer.balance_batch")
+                    "row's step index in the batch (VerlSettings.step_key; in verl-agent's trainer the "
+                    "integration records it when installed in the trainer's process, see docs/verl-agent.md)")
             i = groups[fits[0]].pop(0)
             step[i] = position
             after = g[i]
     return step
+
+
+@dataclass(frozen=True)
+class DistinctSteps:
+    """The distinct (trajectory, step) pairs of a step-layout batch whose trainer padded it with
+    copies of rows (verl-agent's ``adjust_batch``).
+
+    Attributes:
+      first:    [D] int64, the batch row of each distinct step's first occurrence, in batch order.
+      row_step: [B] int64, the distinct step each batch row holds.
+      count:    [D] int64, how many batch rows hold it (1 + its copies).
+    """
+
+    first: torch.Tensor
+    row_step: torch.Tensor
+    count: torch.Tensor
+
+
+def distinct_steps(traj: torch.Tensor, step: torch.Tensor) -> DistinctSteps | None:
+    """The batch's distinct steps (see ``DistinctSteps``), or None when no two rows share a
+    (trajectory, step): then every row is its own step.
+
+    Args:
+      traj: [B] int64 dense trajectory ids.
+      step: [B] int64 step index within the trajectory.
+    """
+    size = traj.shape[0]
+    pair, num = pair_ids(traj, int(traj.max()) + 1 if size else 0, step)
+    if num == size:
+        return None
+    first = torch.full((num,), size, dtype=torch.int64).scatter_reduce_(0, pair, torch.arange(size), reduce="amin")
+    order = torch.argsort(first)
+    rank = torch.empty_like(order).index_copy_(0, order, torch.arange(num))
+    row_step = rank.index_select(0, pair)
+    return DistinctSteps(first=first.index_select(0, order), row_step=row_step,
+                         count=torch.bincount(row_step, minlength=num))
+
+
+def _check_copies(steps: DistinctSteps, named: dict[str, torch.Tensor | None], step_key: str) -> None:
+    """A row that shares its (trajectory, step) with an earlier one must be a copy of it."""
+    original = steps.first.index_select(0, steps.row_step)
+    for name, values in named.items():
+        if values is None:
+            continue
+        differs = values != values.index_select(0, original)
+        if bool(differs.any()):
+            row = int(torch.nonzero(differs)[0, 0])
+            raise ValueError(f"verl batch rows {int(original[row])} and {row} hold the same step of one trajectory "
+                             f"(key {step_key!r}) but differ in their {name}: a step index must identify a step "
+                             "(only a trainer's padding copies of a row may repeat it)")
+
+
+def record_rollout_steps(data: Any, step_key: str = "step") -> bool:
+    """Record each row's step index in ``data`` (non-tensor ``step_key``, [B] int64): its rank
+    among the rows of its trajectory (``traj_uid``) in batch order.
+
+    Meant for a batch straight out of verl-agent's rollout, where each trajectory's rows are in the
+    order its steps were taken (the order its ``compute_step_discounted_returns`` discounts in),
+    before its trainer copies rows (``adjust_batch``) or moves them (``balance_batch``): the index
+    then travels with each row and its copies. Does nothing to a batch without ``traj_uid`` or one
+    that already has ``step_key``. Returns whether it recorded.
+    """
+    if "traj_uid" not in data.non_tensor_batch or _lookup(data, step_key) is not None:
+        return False
+    steps = _row_order_steps(dense_keys(data.non_tensor_batch["traj_uid"]))
+    data.non_tensor_batch[step_key] = steps.numpy()
+    return True
 
 
 def _row_order_steps(traj: torch.Tensor) -> torch.Tensor:
@@ -334,11 +411,25 @@ def step_rows_table(data: Any, settings: VerlSettings, *, need_text: bool = Fals
             _warned_row_order = True
         step = _row_order_steps(traj)
     logprobs = logprob_tensor(data, settings)
+    copies = distinct_steps(traj, step)
+    if copies is None:
+        batch = StepBatch(
+            group_id=group, traj_id=traj, step=step, anchor=anchor, reward=reward,
+            logprobs=logprobs.float(), mask=mask, anchor_text=anchor_text, penalty=penalty,
+        )
+        return StepTable(batch=batch, token_step_=None, layout="step", row_mask=mask)
+    # A trainer's padding copies (verl-agent's adjust_batch): one step row per distinct step, with
+    # its count; every copy gets its original's advantage.
+    _check_copies(copies, {"episode group": group, "anchor_obs": anchor, "step reward": reward,
+                           "invalid-action penalty": penalty}, settings.step_key)
+    first = copies.first
     batch = StepBatch(
-        group_id=group, traj_id=traj, step=step, anchor=anchor, reward=reward,
-        logprobs=logprobs.float(), mask=mask, anchor_text=anchor_text, penalty=penalty,
+        group_id=group[first], traj_id=traj[first], step=step[first], anchor=anchor[first], reward=reward[first],
+        logprobs=logprobs.index_select(0, first).float(), mask=mask.index_select(0, first),
+        anchor_text=None if anchor_text is None else [anchor_text[i] for i in first.tolist()],
+        penalty=None if penalty is None else penalty[first], count=copies.count,
     )
-    return StepTable(batch=batch, token_step_=None, layout="step", row_mask=mask)
+    return StepTable(batch=batch, token_step_=None, layout="step", row_mask=mask, row_step=copies.row_step)
 
 
 def span_starts(mask: torch.Tensor) -> torch.Tensor:
@@ -483,11 +574,14 @@ def build_step_table(data: Any, settings: VerlSettings, *, need_text: bool = Fal
 
 
 __all__ = [
+    "DistinctSteps",
     "StepTable",
     "anchor_key",
     "build_step_table",
     "dense_keys",
+    "distinct_steps",
     "logprob_tensor",
+    "record_rollout_steps",
     "recover_step_order",
     "row_penalty",
     "step_rows_table",
