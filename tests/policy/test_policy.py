@@ -48,9 +48,12 @@ def test_sampled_logprobs_equal_teacher_forced(which, temperature, request, corp
     assert lengths.min() < lengths.max(), "rows should finish at different steps"
     assert pruned and all(0 < n < len(prompts) for n in pruned), "finished rows should leave the batch"
     with torch.no_grad():
-        sc = policy.score(out.prompt_ids, out.response_ids, out.response_mask, temperature=temperature)
+        sc = policy.score(out.prompt_ids, out.response_ids, out.response_mask, temperature=temperature,
+                          with_entropy=True)
     torch.testing.assert_close(sc.logprobs, out.logprobs, atol=1e-4, rtol=1e-4)
-    assert (out.logprobs[~out.response_mask] == 0).all()
+    # the entropy of each token's sampling distribution, as the rollout records it for the step table
+    torch.testing.assert_close(sc.entropy, out.entropy, atol=1e-4, rtol=1e-4)
+    assert (out.logprobs[~out.response_mask] == 0).all() and (out.entropy[~out.response_mask] == 0).all()
     assert (out.logprobs[out.response_mask] <= 0).all()
 
 

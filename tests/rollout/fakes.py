@@ -90,7 +90,7 @@ class ScriptedPolicy:
         self.forward_calls += passes
         return SampleOutput(
             prompt_ids=[torch.tensor([ord(c) % 128 for c in p[-8:]]) for p in prompts],
-            response_ids=ids, response_mask=mask, logprobs=logp, texts=texts, forward_passes=passes,
+            response_ids=ids, response_mask=mask, logprobs=logp, entropy=-logp, texts=texts, forward_passes=passes,
         )
 
 

@@ -44,8 +44,8 @@ def test_choices_are_admissible_and_the_update_rescores_their_logprobs(make_poli
     torch.testing.assert_close(rescored.logprobs, batch.rows.old_logprobs, atol=1e-5, rtol=0)
     assert (s.logprobs <= 0).all() and (s.logprobs > -math.log(3) * 20).all()
     # the exact entropy of π(·|s) over the 3 actions, per row, is what the rollout records
-    torch.testing.assert_close(rescored.entropy[:, 0], batch.entropy, atol=1e-5, rtol=0)
-    assert ((batch.entropy >= 0) & (batch.entropy <= math.log(3) + 1e-6)).all()
+    torch.testing.assert_close(rescored.entropy[:, 0], batch.steps.entropy, atol=1e-5, rtol=0)
+    assert ((batch.steps.entropy >= 0) & (batch.steps.entropy <= math.log(3) + 1e-6)).all()
     # one forward pass per step batch: as many as the longest episode's steps
     assert batch.forward_passes == max(e.length for e in batch.episodes)
     out = compute_advantages(s, "gaca")

@@ -187,7 +187,7 @@ def test_choose_mode_update_is_action_level_starts_on_policy_and_follows_the_adv
     assert m["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-5) and m["policy/approx_kl"] < 1e-10
     assert m["loss/kl"] == pytest.approx(0.0, abs=1e-6)
     # the entropy term is the action-level one: the mean over rows of H(π(·|s)) over the candidates
-    assert m["loss/entropy"] == pytest.approx(float(batch.entropy.mean()), abs=1e-5)
+    assert m["loss/entropy"] == pytest.approx(float(batch.steps.entropy.mean()), abs=1e-5)
     assert stats.tokens == n  # one action-level term per row
 
     # direction: credit "go forward" wherever it was chosen, blame every other choice

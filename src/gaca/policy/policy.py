@@ -41,6 +41,9 @@ class SampleOutput:
     logprobs: torch.Tensor
     """float32 [B, L], log-prob of each sampled token under the sampling distribution
     (temperature and top-p applied), 0 on padding."""
+    entropy: torch.Tensor
+    """float32 [B, L], entropy (nats) of the sampling distribution each token was drawn from, 0 on
+    padding and under greedy decoding."""
     texts: list[str]
     """Decoded responses (special tokens such as eos removed; the stop string is kept)."""
     forward_passes: int
@@ -254,6 +257,7 @@ class CausalLMPolicy:
         bsz = len(prompts)
         out_tokens = torch.full((bsz, max_new_tokens), self.pad_id, dtype=torch.long, device=device)
         out_logp = torch.zeros((bsz, max_new_tokens), dtype=torch.float32, device=device)
+        out_entropy = torch.zeros((bsz, max_new_tokens), dtype=torch.float32, device=device)
         lengths = torch.zeros(bsz, dtype=torch.long)
         reasons = ["length"] * bsz
         rows = torch.arange(bsz, device=device)  # original row index of each running row
@@ -272,15 +276,18 @@ class CausalLMPolicy:
             if temperature == 0:
                 tok = logits.argmax(-1)
                 lp = torch.zeros(tok.shape, dtype=torch.float32, device=device)
+                ent = lp
             else:
                 logq = sampling_logprobs(logits, temperature, top_p)
                 tok = draw(logq, generator)
                 lp = logq.gather(-1, tok[:, None]).squeeze(-1)
+                ent = -torch.where(torch.isfinite(logq), logq.exp() * logq, 0.0).sum(-1)
             live = ~done
             tok = torch.where(live, tok, torch.full_like(tok, self.pad_id))
             live_rows = rows[live]
             out_tokens[live_rows, t] = tok[live]
             out_logp[live_rows, t] = lp[live]
+            out_entropy[live_rows, t] = ent[live]
             lengths[live_rows.cpu()] = t + 1
             # finish checks
             is_eos = torch.isin(tok, eos) & live
@@ -313,6 +320,7 @@ class CausalLMPolicy:
         width = max(1, int(lengths.max()))
         response_ids = out_tokens[:, :width].cpu()
         logprobs = out_logp[:, :width].cpu()
+        entropy = out_entropy[:, :width].cpu()
         mask = torch.arange(width)[None, :] < lengths[:, None]
         texts = self.tokenizer.batch_decode(
             [response_ids[i, : int(lengths[i])].tolist() for i in range(bsz)],
@@ -322,7 +330,7 @@ class CausalLMPolicy:
         logger.debug("sampled %d tokens in %.2fs (%d forwards)", int(lengths.sum()), dt, passes)
         return SampleOutput(
             prompt_ids=prompt_ids, response_ids=response_ids, response_mask=mask, logprobs=logprobs,
-            texts=texts, forward_passes=passes, finish_reasons=reasons,
+            entropy=entropy, texts=texts, forward_passes=passes, finish_reasons=reasons,
         )
 
     # ------------------------------------------------------------------ scoring

@@ -134,9 +134,6 @@ class RolloutBatch:
     """Per row, the action sent to the environment."""
     invalid: torch.Tensor | None = None
     """bool [N]: the row got the invalid-action penalty."""
-    entropy: torch.Tensor | None = None
-    """float32 [N]: the policy's entropy at each row's state where the action mode measures it (choose:
-    H(π(·|s)) over the admissible actions); None otherwise."""
     forward_passes: int = 0
     """Model forward calls spent acting (generate: prefill + decode steps; choose: one per step)."""
     generate_s: float = 0.0
@@ -168,8 +165,10 @@ def anchor_text(observation: str, admissible_actions: list[str], kind: str = "ob
 
 def step_table(steps: list[Step], group_size: int, cfg: RolloutConfig) -> StepBatch:
     """The ``StepBatch`` of a policy's recorded steps (one row per step, in the given order); each
-    decision's payload carries its row's ``logprobs`` (``SampledResponse``, ``ChosenAction``)."""
+    decision's payload carries its row's ``logprobs`` and the policy's ``entropy`` at the step
+    (``SampledResponse``, ``ChosenAction``; the table's ``entropy`` is None unless every row has one)."""
     rows = [s.decision.payload.logprobs for s in steps]
+    entropy = [getattr(s.decision.payload, "entropy", None) for s in steps]
     if any(r.numel() == 0 for r in rows):
         raise RuntimeError("the policy returned an empty response (no generated token) for some step")
     texts = [anchor_text(s.turn.observation, s.turn.admissible_actions, cfg.anchor, s.turn.info.get("state_key"))
@@ -185,6 +184,7 @@ def step_table(steps: list[Step], group_size: int, cfg: RolloutConfig) -> StepBa
         logprobs=pad_stack([r.float() for r in rows], width, 0.0),
         mask=pad_stack([torch.ones(r.shape[0], dtype=torch.bool) for r in rows], width, False),
         anchor_text=texts,
+        entropy=None if None in entropy else torch.tensor(entropy, dtype=torch.float32),
     )
 
 
@@ -216,14 +216,12 @@ def collect_rollouts(
         raise RuntimeError(f"every episode of the rollout failed in its environment; the first: "
                            f"{played.episodes[0].error}")
     payloads = [s.decision.payload for s in steps]
-    entropy = [getattr(p, "entropy", None) for p in payloads]
     return RolloutBatch(
         steps=step_table(steps, n, cfg),
         rows=ACTION_MODES[cfg.action_mode].rows(payloads, cfg),
         episodes=played.episodes,
         temperature=cfg.temperature,
         actions=[s.decision.action for s in steps],
-        entropy=None if None in entropy else torch.tensor(entropy, dtype=torch.float32),
         invalid=torch.tensor([s.invalid for s in steps], dtype=torch.bool),
         forward_passes=agent.forward_passes,
         generate_s=agent.generate_s,

@@ -31,6 +31,9 @@ class SampledResponse:
     logprobs: torch.Tensor
     """float32 [L], each token's log-prob under the sampling distribution (the step table's row)."""
     text: str
+    entropy: float | None = None
+    """Mean over the response's tokens of the sampling distribution's entropy (None: the policy did not
+    report it)."""
 
 
 class GenerateAgent:
@@ -64,8 +67,10 @@ class GenerateAgent:
         for j, text in enumerate(out.texts):
             parsed = parse_response(text)
             length = int(out.response_mask[j].sum())
+            token_entropy = getattr(out, "entropy", None)
+            entropy = None if token_entropy is None else float(token_entropy[j, :length].mean())
             sampled = SampledResponse(out.prompt_ids[j], out.response_ids[j, :length],
-                                      out.logprobs[j, :length].detach().float(), text)
+                                      out.logprobs[j, :length].detach().float(), text, entropy)
             decisions.append(Decision(parsed.action, parsed.well_formed, sampled))
         return decisions
 
