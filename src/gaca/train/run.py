@@ -162,8 +162,8 @@ class TrainingRun:
         self.start_iteration = self.state.iteration
         self.guard = NonFiniteGuard(cfg.max_nonfinite, self.state.nonfinite_streak, self.state.nonfinite_total)
         self.log = self._stack.enter_context(contextlib.closing(MetricsLogger(
-            self.run_dir, tensorboard=cfg.tensorboard,
-            truncate_after=self.state.iteration if payload is not None else None)))
+            self.run_dir, trackers=cfg.trackers, config=to_dict(cfg),
+            resume_after=self.state.iteration if payload is not None else None)))
         self.train_pool = self._stack.enter_context(EnvPool.for_split(
             cfg.env, cfg.env.train_split, cfg.rollout.tasks_per_iter * cfg.rollout.group_size,
             num_games=cfg.env.num_train_games))
