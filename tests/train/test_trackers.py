@@ -15,7 +15,7 @@ from gaca.config import ConfigError, to_dict
 from gaca.train.config import TrainConfig, load_config
 from gaca.train.logger import MetricsLogger, read_metrics
 from gaca.train.rundir import RunError, clear_run_files, preflight
-from gaca.train.trackers import TRACKERS, TrackerBackend, flat_config
+from gaca.train.trackers import TRACKERS, TrackerBackend, flat_config, mlflow_key
 
 CONFIG = to_dict(TrainConfig())
 
@@ -43,7 +43,8 @@ def value(step: int, key: str, attempt: int = 0) -> float:
     return step + 0.01 * len(key) + 100.0 * attempt
 
 
-KEYS = ("loss/total", "env/success", "eval/success/pick_and_place")
+# eval/success is a metric and the prefix of eval/success/<family>, as in a real run
+KEYS = ("loss/total", "env/success", "eval/success", "eval/success/pick_and_place")
 
 
 def log_steps(run_dir: Path, trackers: list[str], steps: range, *, resume_after: int | None = None,
@@ -130,6 +131,12 @@ def test_a_registered_tracker_is_selectable_and_overwrite_removes_its_files(tmp_
     assert nan != nan  # the tracker gets the scalars as logged; each backend drops what it cannot show
     assert logged == [(0, {k: value(0, k) for k in KEYS}, ["adv/weight"]), "closed"]  # empty histograms left out
     assert not (tmp_path / "list.txt").exists() and not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_mlflow_names_keep_the_namespace_and_nothing_is_a_directory_of_another():
+    assert mlflow_key("eval/success") == "eval/success"
+    assert mlflow_key("eval/success/pick_and_place") == "eval/success_pick_and_place"
+    assert mlflow_key("adv/weight@1") == "adv/weight_1"
 
 
 def test_flat_config_names_every_leaf_by_its_dotted_key():
@@ -258,7 +265,7 @@ def test_mlflow_logs_to_a_file_store_under_the_run_directory_and_continues_the_r
     run = runs[0]
     assert run.info.status == "FINISHED" and run.info.run_name == tmp_path.name
     for key in KEYS:
-        points = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+        points = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, mlflow_key(key)))
         assert points == [(s, pytest.approx(value(s, key, int(s >= 4)))) for s in range(6)], key
     assert "policy/nan" not in run.data.metrics
     params = run.data.params
@@ -279,3 +286,61 @@ def test_mlflow_tracking_uri_from_the_environment_is_used(tmp_path, monkeypatch)
     client = MlflowClient(tracking_uri=store)
     (run,) = client.search_runs([client.get_experiment_by_name("mine").experiment_id])
     assert [m.step for m in client.get_metric_history(run.info.run_id, "loss/total")] == [0, 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# a real training run
+
+
+def comparable(record: dict) -> dict[str, float]:
+    """A record's finite scalars that a resumed run repeats exactly (not the wall-clock speeds)."""
+    speeds = ("time/", "perf/rollout_tokens_per_s", "perf/update_tokens_per_s", "perf/advantage_share",
+              "sft/seconds", "sft/tokens_per_s")
+    return {k: v for k, v in record.items()
+            if isinstance(v, float) and k != "iteration" and not k.startswith(speeds)}
+
+
+@needs_wandb
+@needs_mlflow
+def test_a_crashed_and_resumed_training_run_gives_every_tracker_each_iteration_once(tmp_path, cache):
+    pytest.importorskip("alfworld")
+    pytest.importorskip("textworld")
+    from mlflow import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from gaca.train.loop import train
+    from tests.small_run import small_config
+
+    out = tmp_path / "run"
+    overrides = ("iterations=3", "checkpoint_every=2", 'trackers=["tensorboard", "wandb", "mlflow"]')
+
+    class Crash(Exception):
+        pass
+
+    def crash_after_iteration_1(done, metrics):  # logged everywhere, but the last checkpoint is iteration 0's
+        if done == 1:
+            raise Crash
+
+    with pytest.raises(Crash):
+        train(small_config(out, cache, *overrides), on_iteration=crash_after_iteration_1)
+    train(small_config(out, cache, *overrides), resume=True)  # repeats iteration 1
+
+    records = read_metrics(out)
+    assert [r["iteration"] for r in records] == [0, 1, 2, 3]
+    expected = {key: {r["iteration"]: r[key] for r in records if key in comparable(r)}
+                for key in sorted({k for r in records for k in comparable(r)})}
+    assert "loss/total" in expected and "eval/success" in expected and "sft/loss_final" in expected
+
+    _, wandb_hist, wandb_config = wandb_history(out)  # fails if a step was logged twice
+    state = json.loads((out / "mlflow-run.json").read_text())
+    client = MlflowClient(tracking_uri=state["tracking_uri"])
+    tb = EventAccumulator(str(out / "tb"), size_guidance={"scalars": 0})
+    tb.Reload()
+    for key, points in expected.items():
+        assert wandb_hist[key] == pytest.approx(points), key
+        history = client.get_metric_history(state["run_id"], mlflow_key(key))
+        assert {m.step: m.value for m in history} == pytest.approx(points) and len(history) == len(points), key
+        assert {e.step: e.value for e in tb.Scalars(key)} == pytest.approx(points, rel=1e-6), key
+        assert len(tb.Scalars(key)) == len(points), key
+    assert wandb_config["trackers"] == ["tensorboard", "wandb", "mlflow"]
+    assert client.get_run(state["run_id"]).data.params["estimator"] == "gaca"

@@ -212,13 +212,22 @@ class WandbTracker:
 _MLFLOW_BAD_CHARS = re.compile(r"[^\w\-./ :]")
 
 
+def mlflow_key(key: str) -> str:
+    """The MLflow name of metric ``key``: its first "/" kept (MLflow groups charts by it), later ones and
+    characters MLflow refuses as "_" (``eval/success/<family>`` -> ``eval/success_<family>``): MLflow's file
+    store makes each "/" a directory, and ``eval/success`` is a metric as well as the others' prefix."""
+    namespace, sep, rest = key.partition("/")
+    return _MLFLOW_BAD_CHARS.sub("_", namespace + sep + rest.replace("/", "_"))
+
+
 class MlflowTracker:
     """An MLflow run in experiment ``MLFLOW_EXPERIMENT_NAME`` or "gaca", in ``MLFLOW_TRACKING_URI``
     or, when that is unset, a file store under ``RUN_DIR/mlruns`` (``mlflow ui --backend-store-uri
     file:RUN_DIR/mlruns`` shows it; MLflow 3 keeps its file store behind ``MLFLOW_ALLOW_FILE_STORE``,
-    which this sets for that store). Scalars only (MLflow has no histograms); the config as the run's
-    parameters (``ppo.lr``, ...). ``mlflow-run.json`` keeps the store and the run id, so a resumed run
-    continues the same MLflow run and skips the steps it holds (read from the store)."""
+    which this sets for that store). Scalars only (MLflow has no histograms), named by ``mlflow_key``;
+    the config as the run's parameters (``ppo.lr``, ...). ``mlflow-run.json`` keeps the store and the
+    run id, so a resumed run continues the same MLflow run and skips the steps it holds (read from the
+    store)."""
 
     STATE = "mlflow-run.json"
 
@@ -262,7 +271,7 @@ class MlflowTracker:
             self._skipped.append(step)
             return
         now = int(time.time() * 1000)
-        metrics = [Metric(_MLFLOW_BAD_CHARS.sub("_", k), v, now, step) for k, v in finite_scalars(scalars).items()]
+        metrics = [Metric(mlflow_key(k), v, now, step) for k, v in finite_scalars(scalars).items()]
         self._client.log_batch(self._run_id, metrics=metrics)
         self._last = step
 
@@ -294,4 +303,4 @@ def open_trackers(names: list[str] | tuple[str, ...], ctx: TrackerContext) -> li
 
 
 __all__ = ["DEFAULT_PROJECT", "TRACKERS", "MlflowTracker", "TensorBoardTracker", "Tracker", "TrackerBackend",
-           "TrackerContext", "WandbTracker", "finite_scalars", "flat_config", "open_trackers"]
+           "TrackerContext", "WandbTracker", "finite_scalars", "flat_config", "mlflow_key", "open_trackers"]
