@@ -311,8 +311,9 @@ def test_a_crashed_and_resumed_training_run_gives_every_tracker_each_iteration_o
     from gaca.train.loop import train
     from tests.small_run import small_config
 
-    out = tmp_path / "run"
+    out, plain = tmp_path / "run", tmp_path / "plain"
     overrides = ("iterations=3", "checkpoint_every=2", 'trackers=["tensorboard", "wandb", "mlflow"]')
+    train(small_config(plain, cache, "iterations=3", "trackers=[]"))
 
     class Crash(Exception):
         pass
@@ -327,6 +328,7 @@ def test_a_crashed_and_resumed_training_run_gives_every_tracker_each_iteration_o
 
     records = read_metrics(out)
     assert [r["iteration"] for r in records] == [0, 1, 2, 3]
+    assert [comparable(r) for r in records] == [comparable(r) for r in read_metrics(plain)]  # same numbers
     expected = {key: {r["iteration"]: r[key] for r in records if key in comparable(r)}
                 for key in sorted({k for r in records for k in comparable(r)})}
     assert "loss/total" in expected and "eval/success" in expected and "sft/loss_final" in expected

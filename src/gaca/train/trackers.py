@@ -223,7 +223,7 @@ def mlflow_key(key: str) -> str:
 class MlflowTracker:
     """An MLflow run in experiment ``MLFLOW_EXPERIMENT_NAME`` or "gaca", in ``MLFLOW_TRACKING_URI``
     or, when that is unset, a file store under ``RUN_DIR/mlruns`` (``mlflow ui --backend-store-uri
-    file:RUN_DIR/mlruns`` shows it; MLflow 3 keeps its file store behind ``MLFLOW_ALLOW_FILE_STORE``,
+    RUN_DIR/mlruns`` shows it; MLflow 3 keeps its file store behind ``MLFLOW_ALLOW_FILE_STORE``,
     which this sets for that store). Scalars only (MLflow has no histograms), named by ``mlflow_key``;
     the config as the run's parameters (``ppo.lr``, ...). ``mlflow-run.json`` keeps the store and the
     run id, so a resumed run continues the same MLflow run and skips the steps it holds (read from the
