@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gaca.config import ConfigError, to_dict
+from gaca.config import ConfigError, from_dict, to_dict
 from gaca.train.config import TrainConfig, load_config
 from gaca.train.logger import MetricsLogger, read_metrics
 from gaca.train.rundir import RunError, clear_run_files, preflight
@@ -84,11 +84,8 @@ def test_the_deprecated_tensorboard_key_still_loads_as_trackers():
     saved = to_dict(TrainConfig())
     del saved["trackers"]
     saved["tensorboard"] = False
-    from gaca.config import from_dict
-
     cfg = from_dict(TrainConfig, saved)
-    assert cfg.trackers == [] and cfg.tensorboard is None
-    assert "tensorboard" not in to_dict(cfg) or to_dict(cfg)["tensorboard"] is None
+    assert cfg.trackers == [] and cfg.tensorboard is None and to_dict(cfg)["tensorboard"] is None
 
 
 def test_a_tracker_whose_package_is_missing_stops_the_run_before_it_writes(tmp_path, monkeypatch):
@@ -124,13 +121,17 @@ def test_a_registered_tracker_is_selectable_and_overwrite_removes_its_files(tmp_
     try:
         cfg = load_config(overrides=['trackers=["list"]'])
         log_steps(tmp_path, cfg.trackers, range(1))
+        for name in ("tb", "wandb", "mlruns"):  # the built-in trackers' files go too
+            (tmp_path / name).mkdir()
+        for name in ("wandb-run.json", "mlflow-run.json", "notes.txt"):
+            (tmp_path / name).write_text("{}")
         clear_run_files(tmp_path)
     finally:
         TRACKERS.unregister("list")
     nan = logged[0][1].pop("policy/nan")
     assert nan != nan  # the tracker gets the scalars as logged; each backend drops what it cannot show
     assert logged == [(0, {k: value(0, k) for k in KEYS}, ["adv/weight"]), "closed"]  # empty histograms left out
-    assert not (tmp_path / "list.txt").exists() and not (tmp_path / "metrics.jsonl").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # not the run's: kept
 
 
 def test_mlflow_names_keep_the_namespace_and_nothing_is_a_directory_of_another():
