@@ -46,7 +46,7 @@ def small(flavor: str, out: str, cache: str, *extra: str) -> list[str]:
               "env.num_eval_games=2", "env.num_workers=1", "rollout.group_size=2", "rollout.tasks_per_iter=1",
               "rollout.max_new_tokens=6", "sft.episodes=2", "sft.steps=2", "sft.batch_size=4",
               "eval.batch_size=2", "eval.every=0", "ppo.micro_batch_size=4", "iterations=2", "checkpoint_every=1",
-              "progress=false", "tensorboard=false"]
+              "progress=false", "trackers=[]"]
     if flavor == "old":
         env = [f"env.kwargs={{ max_steps = 3, max_receptacles = 4, num_distractors = 2, "
                f"cache_dir = {json.dumps(cache)} }}", "rollout.max_steps=3"]

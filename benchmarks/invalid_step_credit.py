@@ -84,7 +84,7 @@ def credit_by_validity(
         if not warm_start:
             shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("events.*", "*.png"))
         cfg = from_dict(TrainConfig, json.loads((run_dir / "config.json").read_text()))
-        cfg = dataclasses.replace(cfg, out_dir=str(copy), progress=False, tensorboard=False)
+        cfg = dataclasses.replace(cfg, out_dir=str(copy), progress=False, trackers=[])
         with TrainingRun(cfg, resume=not warm_start) as run:
             for it in iterations:
                 batch = collect_rollouts(run.policy, run.train_pool, train_task_seeds(cfg, it), cfg.rollout,

@@ -73,7 +73,7 @@ def test_plot_writes_pngs(tmp_path, capsys):
 
 def test_train_then_eval_from_the_command_line(tmp_path, cache, capsys):
     pytest.importorskip("alfworld")
-    overrides = small_overrides(tmp_path / "run", cache, "tensorboard=false")
+    overrides = small_overrides(tmp_path / "run", cache, "trackers=[]")
     assert main(["train", "--preset", "tiny-alfworld", *overrides]) == 0
     out = capsys.readouterr().out
     assert "held-out success before training:" in out and "held-out success after 1 iterations:" in out

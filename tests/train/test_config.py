@@ -29,11 +29,11 @@ def test_presets_load_and_validate():
 def test_overrides_dotted_typed_and_bare_strings():
     cfg = load_config(preset="tiny-alfworld", overrides=[
         "advantage.kappa=0.5", "iterations=3", "estimator=grpo", "policy.cache_dir=/tmp/x",
-        "ppo.betas=[0.8, 0.9]", "advantage.similarity=0.9", "tensorboard=false", "env.max_steps=7",
+        "ppo.betas=[0.8, 0.9]", "advantage.similarity=0.9", "progress=false", "trackers=[]", "env.max_steps=7",
     ])
     assert cfg.advantage.kappa == 0.5 and cfg.iterations == 3 and cfg.estimator == "grpo"
     assert cfg.policy.cache_dir == "/tmp/x" and cfg.ppo.betas == (0.8, 0.9)
-    assert cfg.advantage.similarity == 0.9 and cfg.tensorboard is False
+    assert cfg.advantage.similarity == 0.9 and cfg.progress is False and cfg.trackers == []
     assert cfg.env.max_steps == 7 and isinstance(cfg.env, AlfworldConfig)
     # an int where a float is expected is accepted and converted
     assert load_config(overrides=["ppo.lr=1"]).ppo.lr == 1.0

@@ -19,7 +19,7 @@ def small_webshop(tmp_path, cache, *extra):
         "env.num_products=60", "env.num_train_games=4", "env.num_eval_games=4", "env.max_steps=4",
         "rollout.group_size=2", "rollout.tasks_per_iter=2", "rollout.max_new_tokens=12",
         "sft.episodes=4", "sft.steps=2", "sft.batch_size=4", "eval.batch_size=4", "eval.every=0",
-        "ppo.micro_batch_size=8", "iterations=1", "threads=1", "progress=false", "tensorboard=false", *extra,
+        "ppo.micro_batch_size=8", "iterations=1", "threads=1", "progress=false", "trackers=[]", *extra,
     ])
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,9 @@ from gaca.policy.config import PolicyConfig
 from gaca.policy.sft import LR_SCHEDULES
 from gaca.rollout.collect import RolloutConfig
 from gaca.train.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
+from gaca.train.trackers import TRACKERS
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -156,13 +160,21 @@ class TrainConfig:
     seed: int = 0
     """Seed of everything (tasks, sampling, model init, minibatch order)."""
     out_dir: str = "runs/gaca"
-    """Run directory: config, metrics.jsonl, tb/, checkpoint.pt, plots."""
+    """Run directory: config, metrics.jsonl, the trackers' files (tb/, ...), checkpoint.pt, plots."""
     checkpoint_every: int = 5
     """Write the checkpoint every this many iterations (and at the end and on Ctrl-C; 0: only those)."""
     threads: int = 0
     """torch intra-op threads (0: leave torch's default)."""
-    tensorboard: bool = True
-    """Also write TensorBoard event files under out_dir/tb."""
+    trackers: list[str] = field(default_factory=lambda: ["tensorboard"])
+    """Where the metrics also go besides out_dir/metrics.jsonl (the run's record, always written), like
+    verl's ``trainer.logger``: names in ``gaca.train.trackers.TRACKERS``. ``tensorboard``: event files
+    under out_dir/tb; ``wandb``: a W&B run, offline under out_dir/wandb unless WANDB_MODE says otherwise
+    (pip install 'gaca[wandb]'); ``mlflow``: an MLflow run in a file store under out_dir/mlruns unless
+    MLFLOW_TRACKING_URI names another (pip install 'gaca[mlflow]'). [] keeps the record alone.
+    docs/metrics.md says what each one receives and how a resumed run continues it."""
+    tensorboard: bool | None = None
+    """Deprecated, replaced by ``trackers``: true adds "tensorboard" to it, false removes it. Read only so
+    that configs saved before ``trackers`` existed and ``tensorboard=false`` overrides still load."""
     progress: bool = True
     """Show tqdm progress bars."""
     max_nonfinite: int = 3
@@ -182,6 +194,15 @@ class TrainConfig:
         validate.integer("checkpoint_every", self.checkpoint_every, 0)
         validate.integer("threads", self.threads, 0)
         validate.integer("max_nonfinite", self.max_nonfinite, 1)
+        if self.tensorboard is not None:
+            logger.warning("tensorboard=%s is deprecated: use trackers (tensorboard=false is trackers=[])",
+                           str(self.tensorboard).lower())
+            others = [name for name in self.trackers if name != "tensorboard"]
+            self.trackers, self.tensorboard = (["tensorboard"] if self.tensorboard else []) + others, None
+        for k, name in enumerate(self.trackers):
+            TRACKERS.check(name, f"trackers[{k}]")
+            if name in self.trackers[:k]:
+                raise ValueError(f"trackers[{k}]: {name!r} is listed twice")
         unlisted = self.env.unlisted_actions()
         if self.rollout.action_mode == "choose" and unlisted is not None:
             raise ValueError("rollout.action_mode='choose' chooses among the listed admissible actions, but "

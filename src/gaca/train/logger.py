@@ -1,14 +1,16 @@
-"""Metrics to JSONL (one line per record) and TensorBoard."""
+"""The run's metrics: its record (``metrics.jsonl``, one JSON line per step) and the trackers it also feeds."""
 
 from __future__ import annotations
 
 import json
 import logging
-import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from gaca.train.trackers import TrackerContext, finite_scalars, open_trackers
 
 logger = logging.getLogger(__name__)
 
@@ -26,54 +28,69 @@ def histogram(values: torch.Tensor, bins: int = HIST_BINS) -> dict[str, list[flo
     return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
 
 
-class MetricsLogger:
-    """Writes ``metrics.jsonl`` (every record) and TensorBoard scalars/histograms under ``tb/``."""
+class MetricsRecord:
+    """The run's record, ``RUN_DIR/metrics.jsonl``: one JSON line per step (a ``Tracker``, always on).
 
-    def __init__(self, run_dir: str | Path, *, tensorboard: bool = True, truncate_after: int | None = None):
-        """Open the run's logs (appending); ``truncate_after=k`` first drops the records of iterations > k
-        (on resume: they are repeated) and a line cut short by a crash."""
-        self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.run_dir / "metrics.jsonl"
-        if truncate_after is not None and self.path.exists():
-            kept = [r for r in _records(self.path) if r.get("iteration", -1) <= truncate_after]
+    A line is ``{"iteration", **scalars (null where not finite), "hist/<name>": {edges, counts}}``,
+    ``<name>`` being the histogram's key without its ``adv/`` prefix. On resume after k the records
+    of the iterations after k (they are repeated) and a line cut short by a crash are dropped first.
+    """
+
+    def __init__(self, ctx: TrackerContext) -> None:
+        self.path = ctx.run_dir / "metrics.jsonl"
+        if ctx.resume_after is not None and self.path.exists():
+            kept = [r for r in _records(self.path) if r.get("iteration", -1) <= ctx.resume_after]
             self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
         self._file = open(self.path, "a")
-        self._tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(str(self.run_dir / "tb"))
-            except ImportError:  # pragma: no cover - tensorboard is a listed dependency
-                logger.warning("tensorboard is not installed; writing JSONL only")
-
-    def log(self, iteration: int, metrics: dict[str, float], histograms: dict[str, torch.Tensor] | None = None,
-            **extra: Any) -> dict[str, Any]:
-        """Write one record: {"iteration", **metrics, "hist/<key>": {edges, counts}, **extra}."""
-        record: dict[str, Any] = {"iteration": iteration}
-        for k, v in metrics.items():
-            record[k] = float(v) if v is not None and math.isfinite(float(v)) else None
-        for k, values in (histograms or {}).items():
-            if values.numel() > 0:
-                record["hist/" + k.split("/", 1)[-1] if k.startswith("adv/") else "hist/" + k] = histogram(values)
-        record.update(extra)
+    def log(self, step: int, scalars: Mapping[str, float | None], histograms: Mapping[str, torch.Tensor]) -> None:
+        record: dict[str, Any] = {"iteration": step}
+        finite = finite_scalars(scalars)
+        record.update({k: finite.get(k) for k in scalars})
+        for k, values in histograms.items():
+            record["hist/" + (k.split("/", 1)[-1] if k.startswith("adv/") else k)] = histogram(values)
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
-        if self._tb is not None:
-            for k, v in metrics.items():
-                if v is not None and math.isfinite(float(v)):
-                    self._tb.add_scalar(k, float(v), iteration)
-            for k, values in (histograms or {}).items():
-                if values.numel() > 0:
-                    self._tb.add_histogram(k, values.detach().float(), iteration)
-            self._tb.flush()
-        return record
 
     def close(self) -> None:
         self._file.close()
-        if self._tb is not None:
-            self._tb.close()
+
+
+class MetricsLogger:
+    """Writes every record to the run's record (``metrics.jsonl``) and to the trackers ``trackers`` names
+    (``gaca.train.trackers.TRACKERS``: TensorBoard, W&B, MLflow)."""
+
+    def __init__(self, run_dir: str | Path, *, trackers: list[str] | tuple[str, ...] = ("tensorboard",),
+                 config: Mapping[str, Any] | None = None, resume_after: int | None = None):
+        """Open the record and the trackers. ``config`` (the run's, as a dict) is logged once at the start;
+        ``resume_after=k``: the run resumes from its checkpoint after iteration k (see ``gaca.train.trackers``
+        for what each destination does with the iterations it repeats)."""
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        ctx = TrackerContext(self.run_dir, dict(config or {}), resume_after)
+        self.record = MetricsRecord(ctx)
+        try:
+            self.trackers = open_trackers(trackers, ctx)
+        except BaseException:
+            self.record.close()
+            raise
+        self.path = self.record.path
+
+    def log(self, iteration: int, metrics: Mapping[str, float | None],
+            histograms: Mapping[str, torch.Tensor] | None = None) -> None:
+        """Log one step: ``metrics`` (scalars) and ``histograms`` (value tensors; empty ones are left out)."""
+        hists = {k: v for k, v in (histograms or {}).items() if v.numel() > 0}
+        self.record.log(iteration, metrics, hists)
+        for tracker in self.trackers:
+            tracker.log(iteration, metrics, hists)
+
+    def close(self) -> None:
+        """Close the trackers, then the record."""
+        try:
+            for tracker in reversed(self.trackers):
+                tracker.close()
+        finally:
+            self.record.close()
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -97,4 +114,4 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     return _records(path)
 
 
-__all__ = ["MetricsLogger", "histogram", "read_metrics"]
+__all__ = ["MetricsLogger", "MetricsRecord", "histogram", "read_metrics"]

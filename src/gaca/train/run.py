@@ -147,6 +147,10 @@ class TrainingRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         remove_stale_tmp(self.run_dir)
         save_config(cfg, self.run_dir / "config.json")
+        # the trackers open before the warm start, so that one that cannot start stops the run at once
+        self.log = self._stack.enter_context(contextlib.closing(MetricsLogger(
+            self.run_dir, trackers=cfg.trackers, config=to_dict(cfg),
+            resume_after=payload["trainer"]["iteration"] if payload is not None else None)))
         self.state = TrainState()
         if payload is None:
             self.policy, self.state.sft = warm_start(cfg, self.run_dir)
@@ -161,9 +165,6 @@ class TrainingRun:
             logger.info("resumed %s at iteration %d", self.ckpt_path, self.state.iteration)
         self.start_iteration = self.state.iteration
         self.guard = NonFiniteGuard(cfg.max_nonfinite, self.state.nonfinite_streak, self.state.nonfinite_total)
-        self.log = self._stack.enter_context(contextlib.closing(MetricsLogger(
-            self.run_dir, tensorboard=cfg.tensorboard,
-            truncate_after=self.state.iteration if payload is not None else None)))
         self.train_pool = self._stack.enter_context(EnvPool.for_split(
             cfg.env, cfg.env.train_split, cfg.rollout.tasks_per_iter * cfg.rollout.group_size,
             num_games=cfg.env.num_train_games))

@@ -2,8 +2,9 @@
 
 A new run refuses a directory that already holds files (``--resume`` continues the run in it,
 ``--overwrite`` removes gaca's own files first); a resumed run must find a readable checkpoint
-trained with the same model. The policy's model and device and the environment's package are
-checked here too, so that a run that cannot start fails before anything is built or written.
+trained with the same model. The policy's model and device, the environment's package and the
+trackers' packages are checked here too, so that a run that cannot start fails before anything is
+built or written.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from gaca.envs import ENVIRONMENTS
 from gaca.policy import check_policy_source
 from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, tmp_path
 from gaca.train.config import TrainConfig
+from gaca.train.trackers import TRACKERS
 
 logger = logging.getLogger(__name__)
 
 #: What a run writes into its directory (``--overwrite`` removes exactly these).
-RUN_FILES = (CHECKPOINT_NAME, CHECKPOINT_NAME + ".tmp", "metrics.jsonl", "config.json", "tokenizer", "tb",
+#: The trackers' own files (``TrackerBackend.files``) are removed too.
+RUN_FILES = (CHECKPOINT_NAME, CHECKPOINT_NAME + ".tmp", "metrics.jsonl", "config.json", "tokenizer",
              "success.png", "diagnostics.png")
 #: Policy settings that may change on resume (they do not change the weights' shapes or meaning).
 RESUMABLE_POLICY_KEYS = ("cache_dir", "device")
@@ -51,6 +54,13 @@ def _check_environment(cfg: TrainConfig) -> None:
                        f"(pip install 'gaca[{cfg.env.name}]')") from e
 
 
+def _check_trackers(cfg: TrainConfig) -> None:
+    for name in cfg.trackers:
+        missing = TRACKERS[name].missing(name)
+        if missing:
+            raise RunError(missing)
+
+
 def check_resumable(cfg: TrainConfig, payload: dict[str, Any], where: Path) -> None:
     """The checkpoint's model must be the config's model: compare the ``policy`` tables."""
     saved, now = dict(payload["config"].get("policy", {})), to_dict(cfg)["policy"]
@@ -73,6 +83,7 @@ def preflight(cfg: TrainConfig, *, resume: bool, overwrite: bool) -> dict[str, A
         raise RunError("--resume continues the run in out_dir and --overwrite removes it: give one of them")
     check_policy_source(cfg.policy)
     _check_environment(cfg)
+    _check_trackers(cfg)
     _check_writable(run_dir)
     if resume:
         ckpt = run_dir / CHECKPOINT_NAME
@@ -89,8 +100,8 @@ def preflight(cfg: TrainConfig, *, resume: bool, overwrite: bool) -> dict[str, A
 
 
 def clear_run_files(run_dir: Path) -> None:
-    """Remove what an earlier run wrote into ``run_dir`` (``RUN_FILES``), nothing else."""
-    for name in RUN_FILES:
+    """Remove what an earlier run wrote into ``run_dir`` (``RUN_FILES`` and the trackers' files), nothing else."""
+    for name in RUN_FILES + tuple(f for backend in TRACKERS.values() for f in backend.files):
         path = run_dir / name
         if path.is_dir():
             shutil.rmtree(path)
