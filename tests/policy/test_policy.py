@@ -9,10 +9,10 @@ from gaca.policy import (
     CausalLMPolicy,
     ModelNotFoundError,
     Policy,
+    PolicyArtifact,
     PolicyConfig,
     SamplingPolicy,
     load_policy,
-    load_policy_checkpoint,
 )
 from gaca.testing.generate_baseline import generate_baseline
 
@@ -208,8 +208,10 @@ def test_checkpoint_roundtrip(tmp_path, tiny_config, tiny_tokenizer, corpus, lor
     args = (out.prompt_ids, out.response_ids, out.response_mask)
     with torch.no_grad():
         cur, ref = pol.score(*args).logprobs, pol.score(*args, reference=True).logprobs
-    pol.save(tmp_path / "ckpt")
-    back = load_policy_checkpoint(tmp_path / "ckpt")
+    artifact = PolicyArtifact.of(pol)
+    torch.save(artifact.to_payload(), tmp_path / "policy.pt")  # what checkpoints and the warm-start cache hold
+    back = PolicyArtifact.from_payload(torch.load(tmp_path / "policy.pt", weights_only=False)).build()
+    assert PolicyArtifact.of(back).fingerprint == artifact.fingerprint
     fresh = load_policy(tiny_config(lora_rank=lora_rank, seed=9), tokenizer=tiny_tokenizer)
     fresh.load_state_dict(pol.state_dict())
     for other in (back, fresh):

@@ -42,7 +42,7 @@ def test_one_real_iteration_end_to_end(tmp_path, cache):
     assert m["env/step_rows"] >= 2 and torch.isfinite(torch.tensor(m["loss/total"]))
     assert recs[0]["sft/loss_final"] < recs[0]["sft/loss_initial"]
     # the update changed the weights relative to the warm-started reference
-    state = load_checkpoint(out)["policy"]
+    state = load_checkpoint(out)["policy"].state
     moved = any(not torch.equal(state["model"][k], state["reference"][k]) for k in state["reference"])
     assert moved
     assert (out / "config.json").is_file() and (out / "tokenizer").is_dir() and any((out / "tb").iterdir())
@@ -67,7 +67,7 @@ def test_one_real_choose_mode_iteration_end_to_end(tmp_path, cache):
     assert m["policy/ratio_mean"] == pytest.approx(1.0, abs=0.05) and torch.isfinite(torch.tensor(m["loss/total"]))
     assert m["adv/nll_mean"] > 0  # the decision surprisal −log π(a|s) of a sampled choice
     assert m["loss/entropy"] > 0
-    state = load_checkpoint(out)["policy"]
+    state = load_checkpoint(out)["policy"].state
     assert any(not torch.equal(state["model"][k], state["reference"][k]) for k in state["reference"])
     stats, _ = evaluate_checkpoint(out)
     assert stats.metrics() == result.eval_after
@@ -86,13 +86,13 @@ def test_the_peer_estimators_train_by_name(tmp_path, cache, estimator, options):
     assert result.iterations == 1 and not result.interrupted
     m = records(out)[1]
     assert torch.isfinite(torch.tensor([m["loss/total"], m["loss/policy"]])).all()
-    state = load_checkpoint(out)["policy"]
+    state = load_checkpoint(out)["policy"].state
     assert any(not torch.equal(state["model"][k], state["reference"][k]) for k in state["reference"])
     assert json.loads((out / "config.json").read_text())["estimator"] == estimator
 
 
 def _final_state(run_dir):
-    return load_checkpoint(run_dir)["policy"]["model"]
+    return load_checkpoint(run_dir)["policy"].state["model"]
 
 
 def _comparable(recs):

@@ -92,7 +92,7 @@ def test_the_checkpoint_carries_its_tokenizer(run_copy, cache, tmp_path):
     shutil.copytree(other / "tokenizer", run_copy / "tokenizer")
     again, _ = evaluate_checkpoint(run_copy)
     assert again.metrics() == expected.metrics()  # the checkpoint's own tokenizer, not the directory's
-    assert load_checkpoint(run_copy)["tokenizer_files"]
+    assert load_checkpoint(run_copy)["policy"].tokenizer_files
 
 
 def test_resume_with_another_model_size_is_one_line(run_copy, cache, capsys):
@@ -150,11 +150,11 @@ def test_debug_shows_the_traceback(run_copy, cache, monkeypatch):
 def test_truncated_metrics_stale_tmp_and_flags_after_overrides(run_copy, cache, capsys):
     with open(run_copy / "metrics.jsonl", "a") as f:
         f.write('{"iteration": 3, "env/succ')  # a write cut short by a crash
-    (run_copy / "checkpoint.pt.tmp").write_bytes(b"half a checkpoint")
+    (run_copy / ".checkpoint.pt.x1y2.tmp").write_bytes(b"half a checkpoint")  # an atomic write cut short
     overrides = small_overrides(run_copy, cache, "iterations=3")
     # --resume between the overrides
     code, _ = cli(capsys, "train", "--preset", "tiny-alfworld", *overrides[:3], "--resume", *overrides[3:])
-    assert code == 0 and not (run_copy / "checkpoint.pt.tmp").exists()
+    assert code == 0 and not (run_copy / ".checkpoint.pt.x1y2.tmp").exists()
     recs = [json.loads(line) for line in (run_copy / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in recs] == [0, 1, 2, 3]
     assert cli(capsys, "plot", str(run_copy))[0] == 0

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 from gaca.train import train
+from gaca.train.checkpoint import load_checkpoint
 from gaca.train.logger import read_metrics
-from gaca.train.warmstart import warmstart_key
+from gaca.train.warmstart import WarmStartCache, warmstart_key
 from tests.small_run import small_config
 
 VOLATILE = ("sft/seconds", "sft/tokens_per_s", "sft/cached", "time/", "perf/")
@@ -33,15 +34,15 @@ def test_a_cached_warm_start_gives_the_same_run(tmp_path, cache):
     a, c = read_metrics(tmp_path / "a"), read_metrics(tmp_path / "c")
     assert c[0]["sft/cached"] == 1.0 and "sft/cached" not in a[0]
     assert _stable(a) == _stable(c)
-    wa = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)["policy"]
-    wc = torch.load(tmp_path / "c" / "checkpoint.pt", weights_only=False)["policy"]
+    wa = load_checkpoint(tmp_path / "a")["policy"].state
+    wc = load_checkpoint(tmp_path / "c")["policy"].state
     assert _tensors(wa) and all(torch.equal(x, y) for x, y in zip(_tensors(wa), _tensors(wc), strict=True))
     other = small_config(tmp_path / "d", cache, f"sft.cache_dir={str(store)!r}", "seed=1")
     assert warmstart_key(other) != warmstart_key(first)
 
 
 def test_the_fingerprint_tells_warm_starts_apart_by_their_last_bit(tmp_path, cache):
-    from gaca.train.warmstart import cached_fingerprint, fingerprint
+    from gaca.policy import fingerprint
 
     state = {"b": torch.arange(6, dtype=torch.float32).reshape(2, 3), "a": torch.ones(4, dtype=torch.bfloat16)}
     base = fingerprint(state, {"tokenizer.json": b"{}"})
@@ -53,7 +54,10 @@ def test_the_fingerprint_tells_warm_starts_apart_by_their_last_bit(tmp_path, cac
     assert fingerprint(state, {"tokenizer.json": b"{ }"}) != base
     store = tmp_path / "warmstarts"
     cfg = small_config(tmp_path / "a", cache, f"sft.cache_dir={str(store)!r}", "threads=1", "iterations=0")
-    assert cached_fingerprint(cfg) is None
+    cache = WarmStartCache.of(cfg)
+    assert cache.fingerprint(cfg) is None
     train(cfg)
     saved = torch.load(store / f"warmstart-{warmstart_key(cfg)}.pt", weights_only=False)
-    assert cached_fingerprint(cfg) == fingerprint(saved["policy"], saved["tokenizer_files"])
+    assert cache.fingerprint(cfg) == fingerprint(saved["policy"]["state"], saved["policy"]["tokenizer_files"])
+    # the run's checkpoint carries that same policy: the fingerprint the lab pins its records to
+    assert load_checkpoint(tmp_path / "a")["policy"].fingerprint == cache.fingerprint(cfg)

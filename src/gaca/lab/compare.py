@@ -94,7 +94,7 @@ def _train_and_evaluate(cfg: Any, splits: list[str], record: Path, name: str) ->
     """Train (or resume) the run to its last iteration, evaluate its final policy, save its record."""
     from gaca.train.loop import train
     from gaca.train.run import load_checkpoint_policy
-    from gaca.train.warmstart import cached_fingerprint
+    from gaca.train.warmstart import WarmStartCache
 
     run_dir = Path(cfg.out_dir)
     done = _final_iteration(run_dir)
@@ -110,17 +110,17 @@ def _train_and_evaluate(cfg: Any, splits: list[str], record: Path, name: str) ->
     evaluation["complete"] = all(s in evaluation.get("final", {}) for s in splits)
     write_json(run_dir / EVAL_FILE, evaluation)
     if evaluation["complete"]:
-        save_record(record, {**build_record(run_dir), "warm_start": cached_fingerprint(cfg)})
+        save_record(record, {**build_record(run_dir), "warm_start": WarmStartCache.of(cfg).fingerprint(cfg)})
 
 
 def _evaluate_warm_start(cfg: Any, splits: list[str], record: Path) -> None:
     """Evaluate the seed's warm start (from the SFT cache; recomputed, and cached, when the cache is
     gone, e.g. a record kept from an earlier sitting whose scratch root was cleaned)."""
-    from gaca.train.warmstart import cached_fingerprint, warm_start
+    from gaca.train.warmstart import WarmStartCache, warm_start
 
     scratch = Path(cfg.out_dir) / "warmstart-eval"  # the tokenizer files of a tiny policy land here
     policy, _ = warm_start(cfg, scratch)
-    ours, saved = cached_fingerprint(cfg), read_json(record)
+    ours, saved = WarmStartCache.of(cfg).fingerprint(cfg), read_json(record)
     if saved.get("warmstart") and other_warm_start(ours, saved.get("fingerprint")):
         return  # another machine's warm start: its splits must not be mixed with this one's (run_one says so)
     write_json(record, {**saved, "fingerprint": ours})
@@ -135,10 +135,10 @@ def run_finished(run: RunSpec) -> bool:
 
 
 def _warm_key_and_file(run: RunSpec) -> tuple[str, Path]:
-    from gaca.train.warmstart import cache_path, warmstart_key
+    from gaca.train.warmstart import WarmStartCache, warmstart_key
 
     cfg = run.config()  # its sft.cache_dir is the matrix's warm-start directory
-    return warmstart_key(cfg), cache_path(cfg)
+    return warmstart_key(cfg), WarmStartCache.of(cfg).path(cfg)
 
 
 def run_matrix(matrix: CompareMatrix, *, progress: bool = True, poll_s: float = 2.0) -> dict[str, str]:

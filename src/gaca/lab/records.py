@@ -22,15 +22,15 @@ seed's recorded one is reported apart, as not comparable.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gaca import persist
 from gaca.lab.matrix import CompareMatrix, RunSpec
+from gaca.persist import write_json
 from gaca.train.logger import read_metrics
 
 #: The run directory's evaluation file: per-game outcomes of the final policy per split, ``complete``.
@@ -42,16 +42,8 @@ TIMING = ("time/rollout_s", "time/advantage_s", "time/update_s", "time/eval_s", 
 TRAINING = ("env/success", "env/invalid_ratio", "policy/nll", "env/episode_length")
 
 
-def write_json(path: Path, data: Any, *, indent: int | None = 1) -> None:
-    """Write atomically (a reader never sees half a file; a crash leaves the old one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=indent) + "\n")
-    os.replace(tmp, path)
-
-
 def read_json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text()) if path.is_file() else {}
+    return persist.read_json(path, {})
 
 
 def _metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -114,9 +106,10 @@ def load_record(run: RunSpec) -> dict[str, Any] | None:
         return None
     record = build_record(run.out_dir)
     if is_complete(record, run.eval_splits):
-        from gaca.train.warmstart import cached_fingerprint
+        from gaca.train.warmstart import WarmStartCache
 
-        record["warm_start"] = cached_fingerprint(run.config())
+        cfg = run.config()
+        record["warm_start"] = WarmStartCache.of(cfg).fingerprint(cfg)
         save_record(run.record_path, record)
     return record
 

@@ -7,6 +7,7 @@ or any local Hugging Face model directory, as a ``CausalLMPolicy``; the ``Policy
 nothing of environments.
 """
 
+from gaca.policy.artifact import ArtifactError, PolicyArtifact, fingerprint
 from gaca.policy.config import PRESETS, PolicyConfig, resolve_cache_dir
 from gaca.policy.loading import (
     DeviceNotAvailableError,
@@ -14,7 +15,6 @@ from gaca.policy.loading import (
     check_policy_source,
     convert_smollm2,
     load_policy,
-    load_policy_checkpoint,
     smollm2_gguf_path,
 )
 from gaca.policy.policy import CausalLMPolicy, SampleOutput, ScoreOutput
@@ -25,10 +25,12 @@ from gaca.policy.tokenizer import fit_tiny_tokenizer
 
 __all__ = [
     "PRESETS",
+    "ArtifactError",
     "CausalLMPolicy",
     "DeviceNotAvailableError",
     "ModelNotFoundError",
     "Policy",
+    "PolicyArtifact",
     "PolicyConfig",
     "SampleOutput",
     "SampledResponses",
@@ -36,9 +38,9 @@ __all__ = [
     "ScoreOutput",
     "check_policy_source",
     "convert_smollm2",
+    "fingerprint",
     "fit_tiny_tokenizer",
     "load_policy",
-    "load_policy_checkpoint",
     "resolve_cache_dir",
     "sampling_logprobs",
     "sft_loss",

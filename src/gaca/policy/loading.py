@@ -7,12 +7,12 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from gaca.persist import atomic_directory
 from gaca.policy.config import PolicyConfig, resolve_cache_dir
 from gaca.policy.policy import _DTYPES, CausalLMPolicy
 
@@ -45,8 +45,9 @@ def smollm2_gguf_path() -> Path:
 def convert_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """Dequantize the embedded SmolLM2 GGUF once into ``<cache>/models/…`` (safetensors + tokenizer).
 
-    The conversion (≈30 s on 2 cores) writes a temp dir and renames it into place, so a crash never
-    leaves a half-written model and concurrent processes at worst convert twice. Later calls return
+    The conversion (≈30 s on 2 cores) is assembled in a temporary directory renamed into place
+    (``gaca.persist.atomic_directory``), so a crash never leaves a half-written model and concurrent
+    processes at worst convert twice. Later calls return
     the cached directory immediately.
 
     Returns:
@@ -61,9 +62,9 @@ def convert_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     if mark.is_file():
         return target
     logger.info("converting %s to a cached safetensors copy in %s (once)", gguf.name, target)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-model-", dir=root))
-    try:
+    if target.exists():  # leftover of an interrupted older layout (no mark)
+        shutil.rmtree(target, ignore_errors=True)
+    with atomic_directory(target) as tmp:
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(
             str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
@@ -79,16 +80,6 @@ def convert_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path:
         (tmp / _CONVERTED_MARK).write_text(
             json.dumps({"source": str(gguf), "size": gguf.stat().st_size}, indent=2)
         )
-        if target.exists() and not mark.is_file():  # leftover of an interrupted older layout
-            shutil.rmtree(target, ignore_errors=True)
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if not mark.is_file():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
@@ -202,28 +193,3 @@ def load_policy(cfg: PolicyConfig, *, tokenizer: Any | None = None) -> CausalLMP
     model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype)
     tok = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(str(directory))
     return _finish(cfg, model, tok)
-
-
-def load_policy_checkpoint(directory: str | os.PathLike[str], *, device: str | None = None) -> CausalLMPolicy:
-    """Rebuild a policy saved with :meth:`CausalLMPolicy.save`, without the original model source.
-
-    Args:
-      directory: the checkpoint directory.
-      device:    override the saved ``device`` (e.g. ``"cpu"`` to evaluate a GPU run).
-    """
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    d = Path(directory)
-    cfg_file = d / "policy_config.json"
-    if not cfg_file.is_file():
-        raise ModelNotFoundError(f"{d} is not a gaca policy checkpoint (no policy_config.json)")
-    fields = json.loads(cfg_file.read_text())
-    if device is not None:
-        fields["device"] = device
-    cfg = PolicyConfig(**fields)
-    mcfg = AutoConfig.from_pretrained(str(d))
-    model = AutoModelForCausalLM.from_config(mcfg, dtype=_DTYPES[cfg.dtype])
-    tok = AutoTokenizer.from_pretrained(str(d))
-    policy = _finish(cfg, model, tok)
-    policy.load(d)
-    return policy

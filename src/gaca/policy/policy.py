@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import logging
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,7 @@ class CausalLMPolicy:
         self.pad_id = int(pad)
         self.chat = bool(getattr(tokenizer, "chat_template", None))
         self._response_tokens: dict[str, list[int]] = {}
+        self._tokenizer_files: dict[str, bytes] | None = None
         if config.lora_rank == 0:
             self.reset_reference()
 
@@ -468,6 +469,26 @@ class CausalLMPolicy:
         ref = self._reference.state_dict() if self._reference is not None else None
         return {"model": self.model.state_dict(), "reference": ref}
 
+    def tokenizer_files(self) -> dict[str, bytes] | None:
+        """The files of this policy's tokenizer when they do not come with its model (``tiny``: fitted to
+        the run's texts), by name; None when the model source provides the tokenizer.
+
+        The bytes are those of the tokenizer's first save (or the files it was loaded from,
+        ``carry_tokenizer_files``): saving a loaded tokenizer again can add keys, and the policy's
+        fingerprint must not change by being stored and loaded.
+        """
+        if self.config.model != "tiny":
+            return None
+        if self._tokenizer_files is None:
+            with tempfile.TemporaryDirectory(prefix="gaca-tokenizer-") as tmp:
+                self.tokenizer.save_pretrained(tmp)
+                self._tokenizer_files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}
+        return self._tokenizer_files
+
+    def carry_tokenizer_files(self, files: dict[str, bytes]) -> None:
+        """Record the files this policy's tokenizer was loaded from (``tokenizer_files`` returns them)."""
+        self._tokenizer_files = dict(files)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict` (strict)."""
         self.model.load_state_dict(state["model"], strict=True)
@@ -475,34 +496,3 @@ class CausalLMPolicy:
             if state.get("reference") is None:
                 raise ValueError("checkpoint has no reference weights but this policy fine-tunes fully")
             self._reference.load_state_dict(state["reference"], strict=True)
-
-    def save(self, directory: str | Path) -> None:
-        """Write a self-contained checkpoint directory (see :func:`gaca.policy.load_policy_checkpoint`).
-
-        Files: ``policy_config.json``, ``config.json`` (the model architecture), the tokenizer files,
-        ``model.safetensors`` (all weights, adapters included) and, for full fine-tuning,
-        ``reference.safetensors``. The caller makes it atomic (write to a temp dir, then rename).
-        """
-        from safetensors.torch import save_model
-
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "policy_config.json").write_text(json.dumps(asdict(self.config), indent=2, sort_keys=True))
-        self._base_model().config.save_pretrained(d)
-        self.tokenizer.save_pretrained(d)
-        save_model(self.model, str(d / "model.safetensors"))
-        if self._reference is not None:
-            save_model(self._reference, str(d / "reference.safetensors"))
-
-    def load(self, directory: str | Path) -> None:
-        """Load the weights written by :meth:`save` into this policy (same architecture)."""
-        from safetensors.torch import load_model
-
-        d = Path(directory)
-        load_model(self.model, str(d / "model.safetensors"), strict=True, device=str(self.device))
-        if self._reference is not None:
-            ref_file = d / "reference.safetensors"
-            if not ref_file.is_file():
-                raise FileNotFoundError(f"{ref_file} missing: this policy fine-tunes fully and needs it")
-            load_model(self._reference, str(ref_file), strict=True, device=str(self.device))
-        self.model.eval()

@@ -10,13 +10,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 from transformers import PreTrainedTokenizerFast
 
+from gaca.persist import atomic_directory
 from gaca.policy.config import resolve_cache_dir
 
 logger = logging.getLogger(__name__)
@@ -101,16 +99,6 @@ def fit_tiny_tokenizer(
         return _wrap(str(tok_file))
     logger.info("fitting tiny BPE tokenizer (vocab %d) on %d texts", vocab_size, len(texts))
     raw = _train(texts, vocab_size, whole)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-tok-", dir=root))
-    try:
+    with atomic_directory(target) as tmp:  # another process may win the race: its copy is the same
         raw.save(str(tmp / "tokenizer.json"))
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process won the race: use its copy
-            if not tok_file.is_file():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return _wrap(str(tok_file))

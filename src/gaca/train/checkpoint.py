@@ -1,15 +1,14 @@
-"""Atomic checkpoints: model, optimizer, RNG states, trainer state, config and tokenizer in one file.
+"""Atomic checkpoints: the policy artifact, optimizer, RNG states, trainer state and config in one file.
 
-``save_checkpoint`` writes ``<path>.tmp`` then ``os.replace``s it onto ``path``, so a crash while
-writing leaves the previous checkpoint intact (a stale ``.tmp`` is removed at the next start of the
-run). The checkpoint carries the config it was trained with and, for a model whose tokenizer was
-fitted by the run (``tiny``), the tokenizer's files: weights, tokenizer and config are one unit and
-cannot be mismatched by a later run writing into the same directory.
+``save_checkpoint`` writes through ``gaca.persist.atomic_write``, so a crash while writing leaves the
+previous checkpoint intact (a stale temporary file is removed at the next start of the run). The
+policy is stored as a ``gaca.policy.PolicyArtifact`` (its config, weights, and the tokenizer files
+of a policy whose tokenizer the run fitted): weights, tokenizer and config are one unit and cannot
+be mismatched by a later run writing into the same directory.
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import random
 import zipfile
@@ -19,8 +18,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from gaca.persist import atomic_write
+from gaca.policy import ArtifactError, PolicyArtifact
+
 CHECKPOINT_NAME = "checkpoint.pt"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: Keys every checkpoint holds.
 PAYLOAD_KEYS = ("format", "policy", "optimizer", "rng", "trainer", "config")
 
@@ -46,44 +48,24 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def tmp_path(path: str | Path) -> Path:
-    """Where ``save_checkpoint`` writes before the atomic rename."""
-    path = Path(path)
-    return path.with_name(path.name + ".tmp")
-
-
-def save_checkpoint(path: str | Path, *, policy_state: dict[str, Any], optimizer: torch.optim.Optimizer,
-                    trainer_state: dict[str, Any], config: dict[str, Any],
-                    tokenizer_files: dict[str, bytes] | None = None) -> Path:
-    """Atomically write {policy, optimizer, rng, trainer, config, tokenizer files} to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def save_checkpoint(path: str | Path, *, policy: PolicyArtifact, optimizer: torch.optim.Optimizer,
+                    trainer_state: dict[str, Any], config: dict[str, Any]) -> Path:
+    """Atomically write {policy artifact, optimizer, rng, trainer, config} to ``path``."""
     payload = {
         "format": FORMAT_VERSION,
-        "policy": policy_state,
+        "policy": policy.to_payload(),
         "optimizer": optimizer.state_dict(),
         "rng": rng_state(),
         "trainer": trainer_state,
         "config": config,
-        "tokenizer_files": tokenizer_files,
     }
-    tmp = tmp_path(path)
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, lambda f: torch.save(payload, f))
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read a checkpoint written by ``save_checkpoint``; a one-line ``CheckpointError`` for anything else.
 
-    ``path`` is a run directory or a checkpoint file.
+    ``path`` is a run directory or a checkpoint file. The payload's ``policy`` is a ``PolicyArtifact``.
     """
     path = Path(path)
     if path.is_dir():
@@ -98,28 +80,17 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                               "it may be truncated or another program's file") from e
     if not isinstance(payload, dict) or "format" not in payload:
         raise CheckpointError(f"{path} is not a gaca checkpoint (a torch file without gaca's format marker)")
-    if payload["format"] not in (1, FORMAT_VERSION):
+    if payload["format"] != FORMAT_VERSION:
         raise CheckpointError(f"{path}: checkpoint format {payload['format']!r} is not supported by this gaca "
-                              f"(it reads formats 1 and {FORMAT_VERSION})")
+                              f"(it reads format {FORMAT_VERSION})")
     missing = [k for k in PAYLOAD_KEYS if k not in payload]
     if missing:
         raise CheckpointError(f"{path}: the checkpoint lacks {missing}; it is damaged")
-    payload.setdefault("tokenizer_files", None)
+    try:
+        payload["policy"] = PolicyArtifact.from_payload(payload["policy"])
+    except ArtifactError as e:
+        raise CheckpointError(f"{path}: {e}") from e
     return payload
-
-
-def tokenizer_files(directory: str | Path) -> dict[str, bytes]:
-    """The files of a saved tokenizer directory, by name (what a checkpoint carries)."""
-    return {p.name: p.read_bytes() for p in sorted(Path(directory).iterdir()) if p.is_file()}
-
-
-def write_tokenizer_files(files: dict[str, bytes], directory: str | Path) -> Path:
-    """Write ``tokenizer_files`` back into ``directory`` (replacing what is there) and return it."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        (directory / name).write_bytes(data)
-    return directory
 
 
 __all__ = [
@@ -129,7 +100,4 @@ __all__ = [
     "rng_state",
     "save_checkpoint",
     "set_rng_state",
-    "tmp_path",
-    "tokenizer_files",
-    "write_tokenizer_files",
 ]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from gaca import validate
 from gaca.advantage import ESTIMATORS, AdvantageOptions
 from gaca.config import ConfigError, apply_overrides, from_dict, read_toml, to_dict
 from gaca.envs import AlfworldConfig, EnvConfig
+from gaca.persist import write_json
 from gaca.policy.config import PolicyConfig
 from gaca.policy.sft import LR_SCHEDULES
 from gaca.rollout.collect import RolloutConfig
@@ -255,7 +255,7 @@ def load_config(
 
 def save_config(cfg: TrainConfig, path: str | Path) -> None:
     """Write the config as JSON (read back with ``from_dict(TrainConfig, json.load(f))``)."""
-    Path(path).write_text(json.dumps(to_dict(cfg), indent=2, sort_keys=True) + "\n")
+    write_json(path, to_dict(cfg), indent=2, sort_keys=True)
 
 
 __all__ = [

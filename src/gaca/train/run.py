@@ -25,7 +25,7 @@ import torch
 
 from gaca.config import from_dict, to_dict
 from gaca.envs import EnvPool
-from gaca.policy import CausalLMPolicy, check_policy_source
+from gaca.policy import CausalLMPolicy, PolicyArtifact, check_policy_source
 from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint, set_rng_state
 from gaca.train.config import TrainConfig, save_config
 from gaca.train.evaluate import EvalStats, evaluate
@@ -34,7 +34,7 @@ from gaca.train.rundir import check_resumable, clear_run_files, preflight, remov
 from gaca.train.schedule import EVAL_STREAM, checkpoint_due, eval_task_seeds, iteration_generator
 from gaca.train.timing import Stopwatch
 from gaca.train.update import NonFiniteGuard, make_optimizer
-from gaca.train.warmstart import load_run_policy, run_tokenizer_files, warm_start
+from gaca.train.warmstart import warm_start
 
 logger = logging.getLogger(__name__)
 
@@ -155,10 +155,9 @@ class TrainingRun:
         if payload is None:
             self.policy, self.state.sft = warm_start(cfg, self.run_dir)
         else:
-            self.policy = load_run_policy(cfg, self.run_dir, payload)
+            self.policy = payload["policy"].build(config=cfg.policy)
         self.optimizer = make_optimizer(self.policy, cfg.ppo)
         if payload is not None:
-            self.policy.load_state_dict(payload["policy"])
             self.optimizer.load_state_dict(payload["optimizer"])
             self.state = TrainState(**payload["trainer"])
             set_rng_state(payload["rng"])
@@ -240,11 +239,10 @@ class TrainingRun:
         return run_eval(self.policy, self.eval_pool, self.cfg)
 
     def checkpoint(self) -> None:
-        """Write the checkpoint atomically (weights, optimizer, RNG, trainer state, config, tokenizer)."""
+        """Write the checkpoint atomically (policy artifact, optimizer, RNG, trainer state, config)."""
         self.state.nonfinite_streak, self.state.nonfinite_total = self.guard.streak, self.guard.total
-        save_checkpoint(self.ckpt_path, policy_state=self.policy.state_dict(), optimizer=self.optimizer,
-                        trainer_state=vars(self.state).copy(), config=to_dict(self.cfg),
-                        tokenizer_files=run_tokenizer_files(self.cfg, self.run_dir))
+        save_checkpoint(self.ckpt_path, policy=PolicyArtifact.of(self.policy), optimizer=self.optimizer,
+                        trainer_state=vars(self.state).copy(), config=to_dict(self.cfg))
         self._checkpointed = self.state.iteration
 
 
@@ -256,15 +254,12 @@ def load_checkpoint_policy(checkpoint: str | Path, overrides: list[str] | None =
 
     path = Path(checkpoint)
     payload = load_checkpoint(path)
-    run_dir = path if path.is_dir() else path.parent
     cfg = from_dict(TrainConfig, apply_overrides(payload["config"], list(overrides or [])))
     check_resumable(cfg, payload, path)
     check_policy_source(cfg.policy)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
-    policy = load_run_policy(cfg, run_dir, payload)
-    policy.load_state_dict(payload["policy"])
-    return policy, cfg
+    return payload["policy"].build(config=cfg.policy), cfg
 
 
 def evaluate_checkpoint(checkpoint: str | Path, overrides: list[str] | None = None) -> tuple[EvalStats, TrainConfig]:

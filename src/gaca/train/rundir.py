@@ -17,8 +17,9 @@ from typing import Any
 
 from gaca.config import to_dict
 from gaca.envs import ENVIRONMENTS
+from gaca.persist import remove_stale_tmp as remove_tmp_files
 from gaca.policy import check_policy_source
-from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, tmp_path
+from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from gaca.train.config import TrainConfig
 from gaca.train.trackers import TRACKERS
 
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 #: What a run writes into its directory (``--overwrite`` removes exactly these).
 #: The trackers' own files (``TrackerBackend.files``) are removed too.
-RUN_FILES = (CHECKPOINT_NAME, CHECKPOINT_NAME + ".tmp", "metrics.jsonl", "config.json", "tokenizer",
+RUN_FILES = (CHECKPOINT_NAME, "metrics.jsonl", "config.json", "tokenizer",
              "success.png", "diagnostics.png")
 #: Policy settings that may change on resume (they do not change the weights' shapes or meaning).
 RESUMABLE_POLICY_KEYS = ("cache_dir", "device")
@@ -111,11 +112,9 @@ def clear_run_files(run_dir: Path) -> None:
 
 
 def remove_stale_tmp(run_dir: Path) -> None:
-    """Delete a checkpoint left half-written by a crash (the previous checkpoint is intact)."""
-    stale = tmp_path(run_dir / CHECKPOINT_NAME)
-    if stale.exists():
-        stale.unlink()
-        logger.info("removed %s, left by an interrupted checkpoint write", stale)
+    """Delete files left half-written by a crash, e.g. a checkpoint (the previous one is intact)."""
+    for stale in remove_tmp_files(run_dir):
+        logger.info("removed %s, left by an interrupted write", stale)
 
 
 __all__ = ["RUN_FILES", "RunError", "check_resumable", "clear_run_files", "preflight", "remove_stale_tmp"]

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 import torch
 
+from gaca.persist import read_json, write_json
 from gaca.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -122,13 +123,11 @@ def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def _read_state(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_json(path)
 
 
 def _write_state(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state) + "\n")
-    os.replace(tmp, path)
+    write_json(path, state, indent=None)
 
 
 # ---------------------------------------------------------------------------------------------

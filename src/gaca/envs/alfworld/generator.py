@@ -34,13 +34,12 @@ import json
 import logging
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import alfworld.gen.constants as alfred
@@ -58,6 +57,7 @@ from gaca.envs.alfworld.scenes import (
     load_scene,
     scene_numbers,
 )
+from gaca.persist import atomic_directory, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -518,6 +518,29 @@ def games_root(cache_dir: str | None, cfg: GenConfig) -> str:
     return os.path.join(cache_dir or default_cache_dir(), f"gen-{cfg.key()}")
 
 
+class _Rejected(Exception):
+    """A generated game the checker could not solve within the plan-length limit."""
+
+
+def _write_checked_game(directory: Path, desc: str, problem: str, traj: dict[str, Any], cfg: GenConfig) -> list[str]:
+    """Write a game's files into ``directory`` and check it; its expert plan, or ``_Rejected``."""
+    game_file = os.path.join(directory, "game.tw-pddl")
+    gamedata = {**game_logic(desc), "pddl_problem": problem, "solvable": None, "walkthrough": None}
+    with open(game_file, "w") as f:
+        json.dump(gamedata, f)
+    with open(os.path.join(directory, "initial_state.pddl"), "w") as f:
+        f.write(problem)
+    with open(os.path.join(directory, "traj_data.json"), "w") as f:
+        json.dump(traj, f, indent=1)
+    plan = CHECKERS[cfg.checker](game_file, gamedata)
+    if plan is None or len(plan) > cfg.max_plan_length:
+        raise _Rejected(f"plan={None if plan is None else len(plan)}")
+    gamedata.update(solvable=True, walkthrough=plan)
+    with open(game_file, "w") as f:
+        json.dump(gamedata, f)
+    return plan
+
+
 def _record_path(root: str, split: Split, seed: int, index: int) -> str:
     return os.path.join(root, "index", split, f"seed{seed}", f"{index:06d}.json")
 
@@ -553,48 +576,27 @@ def generate_game(
         desc = task_text(spec, rng)
         problem = problem_pddl(world, trial)
         rel_dir = os.path.join(DATA_VERSION_DIR, SPLIT_DIRS[split], task_dirname(spec), trial)
-        tmp = tempfile.mkdtemp(prefix=".tmp-", dir=_ensure(root))
-        try:
-            game_file = os.path.join(tmp, "game.tw-pddl")
-            gamedata = {**game_logic(desc), "pddl_problem": problem, "solvable": None, "walkthrough": None}
-            with open(game_file, "w") as f:
-                json.dump(gamedata, f)
-            with open(os.path.join(tmp, "initial_state.pddl"), "w") as f:
-                f.write(problem)
-            meta = {"seed": seed, "split": split, "index": index, "attempt": attempt,
-                    "gen_config": dataclasses.asdict(cfg), "generator_version": GENERATOR_VERSION}
-            with open(os.path.join(tmp, "traj_data.json"), "w") as f:
-                json.dump(traj_data(spec, trial, desc, meta), f, indent=1)
-            plan = CHECKERS[cfg.checker](game_file, gamedata)
-            if plan is None or len(plan) > cfg.max_plan_length:
-                logger.debug("game %s attempt %d rejected (plan=%s)", trial, attempt,
-                             None if plan is None else len(plan))
-                continue
-            gamedata.update(solvable=True, walkthrough=plan)
-            with open(game_file, "w") as f:
-                json.dump(gamedata, f)
-            final = os.path.join(root, rel_dir)
-            os.makedirs(os.path.dirname(final), exist_ok=True)
-            try:
-                os.rename(tmp, final)
-            except OSError:  # another process generated the same game first
-                pass
-            rec = GameRecord(
-                game_file=os.path.join(rel_dir, "game.tw-pddl"),
-                task_id=trial,
-                task_type=task_type,
-                task=desc + ".",
-                scene=spec.scene,
-                object_target=spec.obj,
-                parent_target=spec.recep or spec.toggle,
-                expert_plan=tuple(plan),
-            )
-            _write_json_atomic(rec_path, rec.to_json())
-            logger.debug("generated %s in %.2fs", trial, time.perf_counter() - t0)
-            return dataclasses.replace(rec, game_file=os.path.join(root, rec.game_file))
-        finally:
-            if os.path.isdir(tmp):
-                shutil.rmtree(tmp, ignore_errors=True)
+        meta = {"seed": seed, "split": split, "index": index, "attempt": attempt,
+                "gen_config": dataclasses.asdict(cfg), "generator_version": GENERATOR_VERSION}
+        try:  # the game's directory appears only once its game is checked (another process may win the race)
+            with atomic_directory(os.path.join(root, rel_dir)) as tmp:
+                plan = _write_checked_game(tmp, desc, problem, traj_data(spec, trial, desc, meta), cfg)
+        except _Rejected as rejected:
+            logger.debug("game %s attempt %d rejected (%s)", trial, attempt, rejected)
+            continue
+        rec = GameRecord(
+            game_file=os.path.join(rel_dir, "game.tw-pddl"),
+            task_id=trial,
+            task_type=task_type,
+            task=desc + ".",
+            scene=spec.scene,
+            object_target=spec.obj,
+            parent_target=spec.recep or spec.toggle,
+            expert_plan=tuple(plan),
+        )
+        write_json(rec_path, rec.to_json())
+        logger.debug("generated %s in %.2fs", trial, time.perf_counter() - t0)
+        return dataclasses.replace(rec, game_file=os.path.join(root, rec.game_file))
     raise RuntimeError(f"could not generate a solvable {task_type} game (split={split}, seed={seed}, index={index})")
 
 
@@ -717,19 +719,6 @@ CHECKERS: dict[str, Callable[[str, dict[str, Any]], list[str] | None]] = {
     "planner": _check_with_planner,
     "native": _check_natively,
 }
-
-
-def _ensure(path: str) -> str:
-    os.makedirs(path, exist_ok=True)
-    return path
-
-
-def _write_json_atomic(path: str, obj: Any) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
 
 
 __all__ = [
