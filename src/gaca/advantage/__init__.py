@@ -18,7 +18,7 @@ from gaca.advantage.estimators import (
     estimator_inputs,
     register_estimator,
 )
-from gaca.advantage.hashing import hash_text, hash_texts, hash_tokens
+from gaca.advantage.hashing import hash_text, hash_tokens
 from gaca.advantage.options import AdvantageOptions
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "compute_advantages",
     "estimator_inputs",
     "hash_text",
-    "hash_texts",
     "hash_tokens",
     "register_estimator",
 ]

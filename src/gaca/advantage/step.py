@@ -88,7 +88,7 @@ def step_groups(
         if anchor_text is None:
             raise ValueError("similarity grouping needs StepBatch.anchor_text (the anchors' texts)")
         anchor = _similarity_keys(layout, anchor, anchor_text, similarity, conventions)
-    return pair_ids(layout.group, layout.num_groups, anchor)
+    return pair_ids(layout.group, anchor)
 
 
 def step_level_advantage(

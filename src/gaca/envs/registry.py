@@ -43,10 +43,6 @@ class EnvFamily:
     actions repeat (WebShop: product ids, as the pages write them), which a tokenizer fitted from
     scratch may keep whole (``policy.tiny_whole_names``)."""
 
-    def make(self, config: EnvConfig, *, split: str, num_games: int, expert: bool = False) -> TextEnv:
-        """Build one environment of this family."""
-        return _resolve(self.factory)(config, split=split, num_games=num_games, expert=expert)
-
     def prepare_split(self, config: EnvConfig, *, split: str, num_games: int) -> None:
         """Run ``prepare`` if the family has one."""
         if self.prepare is not None:
