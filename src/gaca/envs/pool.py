@@ -43,7 +43,7 @@ from typing import Any
 
 from gaca.envs.base import TextEnv
 from gaca.envs.config import EnvConfig
-from gaca.envs.registry import EnvSpec, env_spec, prepare_envs
+from gaca.envs.spec import EnvSpec, env_spec, prepare_envs
 
 logger = logging.getLogger(__name__)
 
