@@ -15,7 +15,7 @@ from gaca.rollout import (
     collect_rollouts,
     format_response,
 )
-from tests.rollout.fakes import CorridorEnv, ScriptedPolicy, forward_then, pool_of
+from gaca.testing.fakes import CorridorEnv, ScriptedPolicy, forward_then, pool_of
 
 
 def env_seeds(pool):
