@@ -66,8 +66,8 @@ def _single_steps_per_s(env: Any, num_games: int, min_steps: int, seed: int,
 def _rollout_env_time(games: Any, tasks: int, copies: int, steps: int, seed: int) -> tuple[float, int]:
     """Environment seconds of one rollout of ``tasks x copies`` trajectories x ``steps`` (native engine)."""
     from gaca.envs import EnvPool, play_episodes
-    from gaca.envs.agents import RandomAgent
     from gaca.envs.alfworld import AlfworldEnv, NativeEngine
+    from gaca.testing.agents import RandomAgent
 
     pool = EnvPool.from_envs([AlfworldEnv(games, NativeEngine(), max_steps=steps) for _ in range(tasks * copies)])
     batch = play_episodes(pool, [i // copies for i in range(tasks * copies)], RandomAgent(seed))

@@ -42,8 +42,8 @@ def section_alfworld(args: argparse.Namespace) -> list[Row]:
     import random
 
     from gaca.envs import AlfworldConfig, env_spec, make_env, prepare_envs
-    from gaca.envs.agents import ExpertAgent, RandomAgent, play_episode
     from gaca.envs.alfworld import TASK_TYPES, generate_game
+    from gaca.testing.agents import ExpertAgent, RandomAgent, play_episode
     from gaca.testing.throughput import pool_steps_per_s
 
     def make(split, **kwargs):

@@ -19,14 +19,14 @@ import time
 from pathlib import Path
 
 from gaca.envs import EnvPool, make_env, play_episodes
-from gaca.envs.webshop import OracleAgent, RandomAgent
 from gaca.envs.webshop.catalog import Catalogue, get_catalogue
+from gaca.testing.agents import OracleAgent, WebShopRandomAgent
 
 
 def run(split: str, agent_name: str, episodes: int, num_products: int, seed: int) -> dict:
     env = make_env("webshop", split=split, catalogue_seed=seed, num_products=num_products,
                    expert=agent_name == "oracle")
-    agent = OracleAgent() if agent_name == "oracle" else RandomAgent(seed)
+    agent = OracleAgent() if agent_name == "oracle" else WebShopRandomAgent(seed)
     start = time.perf_counter()
     batch = play_episodes(EnvPool.from_envs([env]), list(range(episodes)), agent)
     wall = time.perf_counter() - start

@@ -14,7 +14,7 @@ from hypothesis import settings
 
 from gaca.policy import PolicyConfig, fit_tiny_tokenizer, load_policy
 from gaca.rollout import format_response, render_prompt
-from tests.rollout.fakes import CorridorEnv
+from gaca.testing.fakes import CorridorEnv
 
 settings.register_profile("dev")
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)

@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("alfworld")
 
 from gaca.envs import EnvPool, make_env, play_episodes
-from gaca.envs.agents import ExpertAgent, RandomAgent, play_episode
 from gaca.envs.episodes import Turn
+from gaca.testing.agents import ExpertAgent, RandomAgent, play_episode
 
 
 def turns(info, *, seed=0, steps=1, episode=0):

@@ -12,7 +12,6 @@ pytest.importorskip("alfworld")
 pytest.importorskip("textworld")
 
 from gaca.envs import make_env
-from gaca.envs.agents import ExpertAgent, RandomAgent, play_episode
 from gaca.envs.alfworld import (
     NOTHING_HAPPENS,
     TASK_TYPES,
@@ -31,6 +30,7 @@ from gaca.envs.alfworld.generator import _family_scenes
 from gaca.envs.alfworld.scenes import load_scene, scene_numbers
 from gaca.envs.base import INFO_KEYS, TextEnv
 from gaca.envs.episodes import Turn
+from gaca.testing.agents import ExpertAgent, RandomAgent, play_episode
 
 N_FAST = 6  # games per split in the session cache (conftest.N_FAST)
 GEN_KNOBS = ("max_receptacles", "num_distractors", "closed_prob")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gaca.envs import Decision, EnvPool, ReplayAgent, play_episodes
-from gaca.envs.agents import RandomAgent, TurnAgent
-from tests.rollout.fakes import CorridorEnv, pool_of
+from gaca.testing.agents import RandomAgent, TurnAgent
+from gaca.testing.fakes import CorridorEnv, pool_of
 
 
 class Script(TurnAgent):
@@ -92,9 +92,9 @@ def test_crashed_episodes_stay_out_of_rates_and_the_step_table():
     import torch
 
     from gaca.rollout import RolloutConfig, collect_rollouts
+    from gaca.testing.fakes import ScriptedPolicy, forward_then
     from gaca.train.evaluate import summarize_episodes
     from gaca.train.metrics import rollout_metrics
-    from tests.rollout.fakes import ScriptedPolicy, forward_then
 
     class Breaks(CorridorEnv):
         def reset(self, *, seed, options=None):

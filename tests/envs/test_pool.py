@@ -18,11 +18,12 @@ from gaca.testing.faults import FaultyConfig
 
 
 def _drive(pool, seeds, n_steps=6):
-    """Reset with seeds, then follow each env's expert plan; the full transcript."""
+    """Reset with seeds, then follow each env's expert plan; the full transcript (empty for an env
+    that sits out: seed None)."""
     first = pool.reset(seeds)
-    out = [[o.observation] for o in first]
-    infos = [o.info for o in first]
-    done = [o.done for o in first]
+    out = [[o.observation] if o else [] for o in first]
+    infos = [o.info if o else {} for o in first]
+    done = [o is None or o.done for o in first]
     for _ in range(n_steps):
         actions = [None if d else (i["expert_plan"] or ["look"])[0] for d, i in zip(done, infos, strict=True)]
         res = pool.step(actions)
@@ -87,6 +88,37 @@ def test_planted_crash_leaves_others_intact(alf_spec, num_workers):
         # The failed env is rebuilt at the next reset (and crashes again at its step 2).
         first = pool.reset([3] * 4)
         assert all(o.error is None for o in first)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_env_sits_a_round_out(alf_spec, num_workers):
+    with EnvPool(alf_spec, num_envs=4) as ref_pool:
+        ref = _drive(ref_pool, [2, 2, 5, 5], n_steps=12)[0]
+    with EnvPool(alf_spec, num_envs=4, num_workers=num_workers) as pool:
+        _drive(pool, [2, 2, 5, 5], n_steps=2)  # a first round, left unfinished
+        first = pool.reset([2, None, 5, None])
+        assert first[1] is None and first[3] is None and first[0].error is None
+        with pytest.raises(RuntimeError, match="never started"):
+            pool.step([None, "look", None, None])
+        assert pool.step([None] * 4) == [None] * 4
+        out, infos, done = _drive(pool, [2, None, 5, None], n_steps=12)
+        assert out[1] == out[3] == [] and done == [True] * 4
+        assert out[0] == ref[0] and out[2] == ref[2] and infos[0]["won"] and infos[2]["won"]
+        if num_workers:  # the abandoned episodes are not kept for a replay after a worker restart
+            assert pool._backend.episodes == [None] * 4
+
+
+def test_a_dead_worker_leaves_an_env_that_sits_out_alone(alf_spec):
+    specs = faulty_specs(alf_spec, 4, env0={"crash_at_step": 3, "mode": "exit"})  # kills worker 0 (envs 0, 1)
+    with EnvPool(alf_spec, num_envs=4) as ref_pool:
+        ref = _drive(ref_pool, [3] * 4, n_steps=10)[0]
+    with EnvPool(specs, num_workers=2) as pool:
+        _drive(pool, [3, 3, 3, 3], n_steps=1)  # env 1 has an unfinished episode ...
+        out, infos, done = _drive(pool, [3, None, 3, 3], n_steps=10)  # ... that it abandons here
+        assert done[0] and "worker died (exit code 3)" in infos[0]["error"] and out[1] == []
+        assert out[2] == ref[2] and out[3] == ref[3] and infos[2]["won"] and infos[3]["won"]
+        assert pool._backend.episodes[1] is None
+        assert all(o.error is None for o in pool.reset([3] * 4))
 
 
 def test_crash_in_reset_ends_the_episode_at_once(alf_spec):

@@ -7,7 +7,8 @@ import random
 import pytest
 
 from gaca.envs import EnvPool, Turn, make_env, play_episodes
-from gaca.envs.webshop import OracleAgent, RandomAgent, WebShopEnv
+from gaca.envs.webshop import WebShopEnv
+from gaca.testing.agents import OracleAgent, WebShopRandomAgent
 
 
 def make(**kwargs):
@@ -38,22 +39,22 @@ def test_oracle_success_is_high_but_not_perfect(split):
 @pytest.mark.parametrize("split", ["train", "eval"])
 def test_random_agent_rarely_succeeds(split):
     env = make(split=split)
-    success, mean_reward, _ = run_episodes(env, RandomAgent(seed=0), range(200))
+    success, mean_reward, _ = run_episodes(env, WebShopRandomAgent(seed=0), range(200))
     assert success <= 0.06
     assert 0.05 < mean_reward < 0.4  # it does buy things, mostly wrong ones
 
 
 def test_random_agent_is_seeded():
     env = make()
-    assert run_episodes(env, RandomAgent(3), range(20)) == run_episodes(env, RandomAgent(3), range(20))
-    assert run_episodes(env, RandomAgent(3), range(20)) != run_episodes(env, RandomAgent(4), range(20))
+    assert run_episodes(env, WebShopRandomAgent(3), range(20)) == run_episodes(env, WebShopRandomAgent(3), range(20))
+    assert run_episodes(env, WebShopRandomAgent(3), range(20)) != run_episodes(env, WebShopRandomAgent(4), range(20))
 
 
 def test_random_agent_episodes_are_independent():
-    env, a, b = make(), RandomAgent(5), RandomAgent(5)
+    env, a, b = make(), WebShopRandomAgent(5), WebShopRandomAgent(5)
     run_episodes(env, a, range(3))  # a has played before, b has not
     assert run_episodes(env, a, [9]) == run_episodes(env, b, [9])
-    batched = play_episodes(EnvPool.from_envs([make() for _ in range(4)]), [1, 9, 2, 9], RandomAgent(5)).episodes
+    batched = play_episodes(EnvPool.from_envs([make() for _ in range(4)]), [1, 9, 2, 9], WebShopRandomAgent(5)).episodes
     assert [s.decision.action for s in batched[1].steps] == [s.decision.action for s in batched[3].steps]
 
 
@@ -76,7 +77,7 @@ def test_expert_recovers_from_any_state():
         obs, info = env.reset(seed=seed)
         wander = []
         for _ in range(rng.randint(1, 8)):
-            a = RandomAgent(rng.randint(0, 10**6)).choose(Turn(0, seed, 0, obs, info, ()))
+            a = WebShopRandomAgent(rng.randint(0, 10**6)).choose(Turn(0, seed, 0, obs, info, ()))
             if a == "click[buy now]":
                 continue
             wander.append(a)

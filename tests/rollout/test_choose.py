@@ -18,7 +18,7 @@ from gaca.rollout import (
     collect_rollouts,
     format_response,
 )
-from tests.rollout.fakes import CorridorEnv, pool_of
+from gaca.testing.fakes import CorridorEnv, pool_of
 
 
 def choose_cfg(**kw) -> RolloutConfig:

@@ -15,7 +15,7 @@ from gaca.rollout import (
     collect_rollouts,
     format_response,
 )
-from tests.rollout.fakes import CorridorEnv, ScriptedPolicy, forward_then, pool_of
+from gaca.testing.fakes import CorridorEnv, ScriptedPolicy, forward_then, pool_of
 
 
 def env_seeds(pool):
@@ -88,12 +88,12 @@ def test_anchor_keeps_failed_commands_in_different_states_apart():
         from_dict(RolloutConfig, {"anchor": "page"}, "rollout.")
 
 
-def test_step_limit_truncates_and_pool_padding():
+def test_step_limit_truncates_and_spare_envs_sit_out():
     cfg = RolloutConfig(group_size=2, tasks_per_iter=1)
     pool = pool_of(5, max_steps=2)  # the environment's step limit is the rollout's
     policy = ScriptedPolicy(lambda p: "<think>x</think><action>look</action>")
     batch = collect_rollouts(policy, pool, [1], cfg)
-    assert env_seeds(pool) == [1, 1, 1, 1, 1]  # extra envs reset with the last seed, never stepped
+    assert env_seeds(pool) == [1, 1, 0, 0, 0]  # the spare envs sit out: never reset (seed 1), never stepped
     assert batch.num_rows == 4
     assert all(e.truncated and e.length == 2 for e in batch.episodes)
     assert pool._backend.slots[2].env.t == 0

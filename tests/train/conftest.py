@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gaca.rollout import RolloutConfig, collect_rollouts
-from tests.rollout.fakes import pool_of
+from gaca.testing.fakes import pool_of
 
 
 @pytest.fixture

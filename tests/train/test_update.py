@@ -9,6 +9,7 @@ import torch
 
 from gaca.advantage import compute_advantages
 from gaca.rollout import RolloutConfig, collect_rollouts
+from gaca.testing.fakes import pool_of
 from gaca.train.config import PPOConfig
 from gaca.train.update import (
     NonFiniteGuard,
@@ -18,7 +19,6 @@ from gaca.train.update import (
     ppo_update,
     set_warmup_lr,
 )
-from tests.rollout.fakes import pool_of
 
 
 def flat(policy):

@@ -22,7 +22,7 @@ from gaca.advantage.estimators import (
     estimator_options,
     register_estimator,
 )
-from gaca.advantage.hashing import hash_text, hash_texts, hash_tokens
+from gaca.advantage.hashing import hash_text, hash_tokens
 from gaca.advantage.options import AdvantageOptions
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "estimator_inputs",
     "estimator_options",
     "hash_text",
-    "hash_texts",
     "hash_tokens",
     "register_estimator",
 ]

@@ -8,7 +8,7 @@ the key is a non-negative int64.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -33,9 +33,4 @@ def hash_tokens(tokens: torch.Tensor | Sequence[int] | np.ndarray) -> int:
     return _digest63(b"tok:" + array.tobytes())
 
 
-def hash_texts(texts: Iterable[str]) -> torch.Tensor:
-    """[N] int64 tensor of ``hash_text`` over ``texts``."""
-    return torch.tensor([hash_text(t) for t in texts], dtype=torch.int64)
-
-
-__all__ = ["hash_text", "hash_texts", "hash_tokens"]
+__all__ = ["hash_text", "hash_tokens"]

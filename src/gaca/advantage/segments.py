@@ -30,18 +30,17 @@ def dense_ids(keys: torch.Tensor) -> tuple[torch.Tensor, int]:
     return inverse, int(unique.shape[0])
 
 
-def pair_ids(major: torch.Tensor, num_major: int, minor_keys: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Dense ids of (major, minor) pairs; ``major`` already dense in [0, num_major).
+def pair_ids(major: torch.Tensor, minor_keys: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Dense ids of (major, minor) pairs; ``major`` already dense ids (0 .. M − 1).
 
     Args:
       major:      [N] int64 dense ids.
-      num_major:  number of distinct major ids.
       minor_keys: [N] int64 arbitrary keys.
     Returns:
       ([N] int64 dense pair ids ordered by (major, minor), number of distinct pairs).
     """
     minor, num_minor = dense_ids(minor_keys)
-    # num_major * num_minor <= N^2, far below 2^63 for any batch that fits in memory.
+    # M * num_minor <= N^2, far below 2^63 for any batch that fits in memory.
     return dense_ids(major * num_minor + minor)
 
 

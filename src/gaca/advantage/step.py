@@ -104,7 +104,7 @@ def step_groups(
       ([N] int64 dense step-group ids, number of step groups).
     """
     keys = anchor_keys(layout, anchor, similarity=similarity, anchor_text=anchor_text, conventions=conventions)
-    return pair_ids(layout.group, layout.num_groups, keys)
+    return pair_ids(layout.group, keys)
 
 
 def step_level_advantage(

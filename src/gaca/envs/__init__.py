@@ -13,17 +13,8 @@ from __future__ import annotations
 
 from gaca.envs.alfworld.config import AlfworldConfig
 from gaca.envs.base import INFO_KEYS, TextEnv
-from gaca.envs.config import EnvConfig
-from gaca.envs.registry import (
-    ENVIRONMENTS,
-    EnvFamily,
-    EnvSpec,
-    env_spec,
-    make_env,
-    named_spec,
-    prepare_envs,
-    register_env,
-)
+from gaca.envs.config import ENVIRONMENTS, EnvConfig, EnvFamily, register_env
+from gaca.envs.spec import EnvSpec, env_spec, make_env, named_spec, prepare_envs
 from gaca.envs.webshop.config import WebShopConfig
 
 register_env("alfworld", AlfworldConfig, "gaca.envs.alfworld:make", prepare="gaca.envs.alfworld:prepare")

@@ -7,9 +7,10 @@ Training rollouts, expert play, evaluation and the lab's continuations are all t
 different ``Agent``: at every step the agent sees the ``Turn`` of each running episode at once (one
 batched model call per step for a policy) and answers one ``Decision`` each; the driver sends the
 actions to the pool, records a ``Step`` per turn, and stops an episode when the environment ends
-it or at ``max_steps``. Seeds beyond the pool's size run in successive chunks. A state is restored
-by replaying an action prefix (``ReplayAgent``): environments are deterministic given (seed,
-actions). Model-free: agents may hold models, the driver does not know.
+it or at ``max_steps``. Seeds beyond the pool's size run in successive chunks (the environments a
+last, smaller chunk does not need sit it out). A state is restored by replaying an action prefix
+(``ReplayAgent``): environments are deterministic given (seed, actions). Model-free: agents may
+hold models, the driver does not know.
 """
 
 from __future__ import annotations
@@ -182,9 +183,9 @@ def play_episodes(pool: EnvPool, seeds: Sequence[int], agent: Agent, *, max_step
     for start in range(0, len(seeds), pool.num_envs):
         chunk = [int(s) for s in seeds[start : start + pool.num_envs]]
         t0 = time.perf_counter()
-        firsts = pool.reset(chunk + [chunk[-1]] * (pool.num_envs - len(chunk)))
+        firsts = pool.reset([*chunk, *[None] * (pool.num_envs - len(chunk))])  # the spare envs sit out
         env_s += time.perf_counter() - t0
-        running = [Episode(start + k, s, firsts[k]) for k, s in enumerate(chunk)]
+        running = [Episode(start + k, s, _outcome(firsts, k)) for k, s in enumerate(chunk)]
         for t in range(limit):
             active = [k for k, e in enumerate(running) if not e.done]
             if not active:
@@ -200,16 +201,21 @@ def play_episodes(pool: EnvPool, seeds: Sequence[int], agent: Agent, *, max_step
             outcomes = pool.step(actions)
             env_s += time.perf_counter() - t0
             for k, turn, d in zip(active, turns, decisions, strict=True):
-                outcome = outcomes[k]
-                if outcome is None:
-                    raise RuntimeError(f"env pool returned no result for running environment {k}")
-                running[k].record(Step(turn, d, outcome, order))
+                running[k].record(Step(turn, d, _outcome(outcomes, k), order))
                 order += 1
         for e in running:
             if not e.done:
                 e.truncated = True
         episodes.extend(running)
     return EpisodeBatch(episodes, env_s)
+
+
+def _outcome(outcomes: Sequence[StepOutcome | None], k: int) -> StepOutcome:
+    """Environment k's outcome, which the pool owes a running episode."""
+    outcome = outcomes[k]
+    if outcome is None:
+        raise RuntimeError(f"env pool returned no result for running environment {k}")
+    return outcome
 
 
 class ReplayAgent:

@@ -4,12 +4,13 @@
     with EnvPool(spec, num_envs=8, num_workers=2) as pool:
         first = pool.reset([3] * 4 + [7] * 4)             # two groups of 4 copies (same seed)
         outcomes = pool.step(["look"] * 8)                 # StepOutcome per env; None where no action
+        first = pool.reset([5] * 4 + [None] * 4)           # envs 4..7 sit this round out (None)
 
-One pool, two backends: ``num_workers=0`` (or 1) keeps every environment in this process;
-``num_workers >= 2`` spreads them over that many worker processes (started with ``spawn``: fork is
-unsafe with the C libraries the engines load), in contiguous blocks (env i on worker
-``i * num_workers // num_envs``), so the copies of a group usually share a worker and its caches.
-``EnvPool.from_envs(envs)`` wraps environments already built (in this process).
+One pool, two backends behind one interface (``PoolBackend``): ``num_workers=0`` (or 1) keeps every
+environment in this process; ``num_workers >= 2`` spreads them over that many worker processes
+(started with ``spawn``: fork is unsafe with the C libraries the engines load), in contiguous blocks
+(env i on worker ``i * num_workers // num_envs``), so the copies of a group usually share a worker
+and its caches. ``EnvPool.from_envs(envs)`` wraps environments already built (in this process).
 
 Fault tolerance: an environment that raises (any exception, ``SystemExit`` included) in ``reset``
 or ``step``, or whose step takes longer than ``step_timeout`` seconds, ends its episode as failed
@@ -37,13 +38,14 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from gaca.envs.base import TextEnv
 from gaca.envs.config import EnvConfig
-from gaca.envs.registry import EnvSpec, env_spec, prepare_envs
+from gaca.envs.spec import EnvSpec, env_spec, prepare_envs
 
 logger = logging.getLogger(__name__)
 
@@ -163,18 +165,93 @@ class _Slot:
                 self.env = None
 
 
-class _InProcess:
+class PoolBackend(ABC):
+    """Where a pool's environments run. Every call names some environments by their index in the
+    pool; the others sit it out. Whatever fails inside (an environment raising or hanging, a worker
+    dying) comes back as that environment's failed ``StepOutcome``, never as an exception."""
+
+    @abstractmethod
+    def reset(self, seeds: Mapping[int, int]) -> dict[int, StepOutcome]:
+        """Start env i's episode with ``seeds[i]``, for each i given; the outcome of each.
+
+        An environment not given sits out: it has no episode until a later reset names it."""
+
+    @abstractmethod
+    def step(self, actions: Mapping[int, str]) -> dict[int, StepOutcome]:
+        """Take ``actions[i]`` in env i's running episode, for each i given; the outcome of each."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close every environment (and stop the processes that run them)."""
+
+
+class _InProcess(PoolBackend):
     """Backend: every slot in this process."""
 
     def __init__(self, slots: list[_Slot]) -> None:
         self.slots = slots
 
-    def run(self, cmd: str, items: list[tuple[int, Any]]) -> dict[int, StepOutcome]:
-        return {i: getattr(self.slots[i], cmd)(x) for i, x in items}
+    def reset(self, seeds: Mapping[int, int]) -> dict[int, StepOutcome]:
+        return {i: self.slots[i].reset(seed) for i, seed in seeds.items()}
+
+    def step(self, actions: Mapping[int, str]) -> dict[int, StepOutcome]:
+        return {i: self.slots[i].step(action) for i, action in actions.items()}
 
     def close(self) -> None:
         for s in self.slots:
             s.close()
+
+
+#: A running episode as the worker backend tracks it: (seed, actions so far), what replays it.
+_Episode: TypeAlias = tuple[int, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class _Reset:
+    """Command to one slot: start the episode of ``seed``."""
+
+    seed: int
+
+    def apply(self, slot: _Slot) -> StepOutcome:
+        return slot.reset(self.seed)
+
+    def after(self, episode: _Episode | None) -> _Episode | None:
+        """The slot's episode once this command has run (before its outcome is known)."""
+        return (self.seed, ())
+
+
+@dataclass(frozen=True)
+class _Step:
+    """Command to one slot: take ``action`` in its running episode."""
+
+    action: str
+
+    def apply(self, slot: _Slot) -> StepOutcome:
+        return slot.step(self.action)
+
+    def after(self, episode: _Episode | None) -> _Episode | None:
+        """The slot's episode once this command has run (before its outcome is known)."""
+        return None if episode is None else (episode[0], (*episode[1], self.action))
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """Command to one slot: restore an episode (reset with ``seed``, take ``actions``) after a worker restart."""
+
+    seed: int
+    actions: tuple[str, ...]
+
+    def apply(self, slot: _Slot) -> StepOutcome:
+        return slot.replay(self.seed, self.actions)
+
+    def after(self, episode: _Episode | None) -> _Episode | None:
+        """The slot's episode once this command has run (before its outcome is known)."""
+        return (self.seed, self.actions)
+
+
+#: What the trainer sends a worker: a command for each of some of its slots (pool-wide env index),
+#: or None to stop the worker.
+_Commands: TypeAlias = list[tuple[int, _Reset | _Step | _Replay]]
 
 
 def _die_with_parent() -> None:
@@ -185,7 +262,7 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _sendable(outcomes: list[Any], slots: dict[int, _Slot], payload: list[tuple[int, Any]]) -> list[Any]:
+def _sendable(outcomes: list[Any], slots: dict[int, _Slot], payload: _Commands) -> list[Any]:
     """``outcomes`` with every one that cannot be pickled replaced by a failure of its episode."""
     out = []
     for (i, _), o in zip(payload, outcomes, strict=True):
@@ -198,7 +275,7 @@ def _sendable(outcomes: list[Any], slots: dict[int, _Slot], payload: list[tuple[
 
 
 def _worker(conn: Any, specs: list[tuple[int, EnvSpec]], busy: Any, log_level: int, timeout: float | None) -> None:
-    """Worker loop: (cmd, [(env, argument)]) with cmd reset | step | replay, or ("close", None).
+    """Worker loop: receive ``_Commands`` (None: stop), apply each to its slot, send back the outcomes.
 
     ``busy`` (shared) holds the env being run and since when, so the trainer can tell which one hung
     or killed the process.
@@ -209,13 +286,13 @@ def _worker(conn: Any, specs: list[tuple[int, EnvSpec]], busy: Any, log_level: i
     slots = {i: _Slot(i, spec.build, timeout=timeout) for i, spec in specs}  # keyed by the pool-wide env index
     try:
         while True:
-            cmd, payload = conn.recv()
-            if cmd == "close":
+            payload: _Commands | None = conn.recv()
+            if payload is None:
                 break
             outcomes = []
-            for i, x in payload:
+            for i, command in payload:
                 busy[0], busy[1] = i, time.monotonic()
-                outcomes.append(slots[i].replay(*x) if cmd == "replay" else getattr(slots[i], cmd)(x))
+                outcomes.append(command.apply(slots[i]))
             busy[0] = -1
             try:
                 conn.send(outcomes)
@@ -230,7 +307,7 @@ def _worker(conn: Any, specs: list[tuple[int, EnvSpec]], busy: Any, log_level: i
         conn.close()
 
 
-class _Workers:
+class _Workers(PoolBackend):
     """Backend: slots spread over worker processes in contiguous blocks."""
 
     def __init__(self, specs: list[EnvSpec], num_workers: int, start_method: str, timeout: float | None) -> None:
@@ -244,7 +321,7 @@ class _Workers:
         self._kill_after = timeout + max(1.0, 0.5 * timeout) if timeout else 0.0
         self.owner = [i * num_workers // len(specs) for i in range(len(specs))]
         self.task_ids = ["?"] * len(specs)
-        self.episodes: list[tuple[int, list[str]] | None] = [None] * len(specs)
+        self.episodes: list[_Episode | None] = [None] * len(specs)
         """Per env, the running episode's (seed, actions so far): what restores it after a worker restart."""
         self._ctx = mp.get_context(start_method)
         self._procs: list[Any] = [None] * num_workers
@@ -290,9 +367,9 @@ class _Workers:
         proc.join(timeout=1)
         return None, int(busy[0]), f"env worker died (exit code {proc.exitcode})"
 
-    def _recover(self, w: int, cmd: str, payload: list[tuple[int, Any]], culprit: int, message: str
-                 ) -> dict[int, StepOutcome]:
-        """Restart worker ``w``; fail the culprit's episode; restore every other running episode by replay."""
+    def _recover(self, w: int, payload: _Commands, culprit: int, message: str) -> dict[int, StepOutcome]:
+        """Restart worker ``w`` after it failed ``payload``; fail the culprit's episode (every episode of
+        ``payload`` when no env was running); restore every other running episode by replay."""
         logger.error("env worker %d: %s; culprit env %s (task %s)", w, message, culprit,
                      self.task_ids[culprit] if culprit >= 0 else "?")
         self._stop(w)
@@ -305,69 +382,72 @@ class _Workers:
             return out
         out[culprit] = StepOutcome.crashed(self.task_ids[culprit], message)
         self.episodes[culprit] = None
-        replays = []
-        arguments = dict(payload)
+        replays: _Commands = []
+        commands = dict(payload)
         for i in (j for j in range(len(self.specs)) if self.owner[j] == w and j != culprit):
-            if cmd == "reset" and i in arguments:
-                replays.append((i, (arguments[i], [])))
-            elif self.episodes[i] is not None:
-                seed, actions = self.episodes[i]
-                replays.append((i, (seed, actions + ([arguments[i]] if i in arguments else []))))
+            # where env i should be: its episode with the lost command applied (if it had one)
+            episode = commands[i].after(self.episodes[i]) if i in commands else self.episodes[i]
+            if episode is not None:
+                replays.append((i, _Replay(*episode)))
         if replays:
-            self._conns[w].send(("replay", replays))
+            self._conns[w].send(replays)
             answers, _, why = self._answer(w)
             if answers is None:  # the replay itself failed: give up on this worker's episodes
-                lost = self._recover(w, "reset", [(i, x[0]) for i, x in replays], -1, why)
-                return {**out, **{i: o for i, o in lost.items() if i in arguments}}
+                lost = self._recover(w, replays, -1, why)
+                return {**out, **{i: o for i, o in lost.items() if i in commands}}
             for (i, _), outcome in zip(replays, answers, strict=True):
-                if i in arguments:
+                if i in commands:
                     out[i] = outcome
                 elif outcome.error or outcome.done:  # a restored bystander that could not be restored
                     self.episodes[i] = None
         return out
 
-    def run(self, cmd: str, items: list[tuple[int, Any]]) -> dict[int, StepOutcome]:
+    def reset(self, seeds: Mapping[int, int]) -> dict[int, StepOutcome]:
+        for i in range(len(self.specs)):
+            if i not in seeds:  # sits out: its last episode, if any, is abandoned (never replayed)
+                self.episodes[i] = None
+        return self._run({i: _Reset(seed) for i, seed in seeds.items()})
+
+    def step(self, actions: Mapping[int, str]) -> dict[int, StepOutcome]:
+        return self._run({i: _Step(action) for i, action in actions.items()})
+
+    def _run(self, commands: dict[int, _Reset | _Step]) -> dict[int, StepOutcome]:
         """Send every worker its share first, then collect (the workers run in parallel)."""
-        by_worker: dict[int, list[tuple[int, Any]]] = {}
-        for i, x in items:
-            by_worker.setdefault(self.owner[i], []).append((i, x))
+        by_worker: dict[int, _Commands] = {}
+        for i, command in commands.items():
+            by_worker.setdefault(self.owner[i], []).append((i, command))
         out: dict[int, StepOutcome] = {}
         sent: list[int] = []
         for w, payload in by_worker.items():
             if self._procs[w] is None or not self._procs[w].is_alive():
-                out.update(self._recover(w, cmd, payload, -1, "env worker process is not running"))
+                out.update(self._recover(w, payload, -1, "env worker process is not running"))
                 continue
             try:
-                self._conns[w].send((cmd, payload))
+                self._conns[w].send(payload)
                 sent.append(w)
             except (BrokenPipeError, OSError) as exc:
-                out.update(self._recover(w, cmd, payload, -1, f"env worker unreachable: {exc}"))
+                out.update(self._recover(w, payload, -1, f"env worker unreachable: {exc}"))
         for w in sent:
             payload = by_worker[w]
             answers, culprit, message = self._answer(w)
             if answers is None:
-                out.update(self._recover(w, cmd, payload, culprit, message))
+                out.update(self._recover(w, payload, culprit, message))
                 continue
             out.update({i: a for (i, _), a in zip(payload, answers, strict=True)})
-        for i, x in items:
-            self._track(i, cmd, x, out[i])
+        for i, command in commands.items():
+            self._track(i, command, out[i])
         return out
 
-    def _track(self, i: int, cmd: str, argument: Any, outcome: StepOutcome) -> None:
-        """Keep env i's running episode (seed, actions) up to date after ``outcome``."""
+    def _track(self, i: int, command: _Reset | _Step, outcome: StepOutcome) -> None:
+        """Keep env i's running episode (seed, actions) up to date after ``command`` answered ``outcome``."""
         self.task_ids[i] = str(outcome.info.get("task_id", self.task_ids[i]))
-        if outcome.done or outcome.error:
-            self.episodes[i] = None
-        elif cmd == "reset":
-            self.episodes[i] = (int(argument), [])
-        elif self.episodes[i] is not None:
-            self.episodes[i][1].append(argument)
+        self.episodes[i] = None if outcome.done or outcome.error else command.after(self.episodes[i])
 
     def close(self) -> None:
         for w in range(self.num_workers):
             if self._procs[w] is not None and self._procs[w].is_alive():
                 with contextlib.suppress(BrokenPipeError, OSError):
-                    self._conns[w].send(("close", None))
+                    self._conns[w].send(None)
         for w in range(self.num_workers):
             p = self._procs[w]
             if p is not None:
@@ -434,7 +514,7 @@ class EnvPool:
         pool.num_workers = 0
         return pool
 
-    def _init(self, backend: _InProcess | _Workers, num_envs: int, max_steps: int, intro: str) -> None:
+    def _init(self, backend: PoolBackend, num_envs: int, max_steps: int, intro: str) -> None:
         self._backend = backend
         self.num_envs = num_envs
         self.max_steps = max_steps
@@ -444,28 +524,32 @@ class EnvPool:
         self._done = [True] * num_envs
         self._closed = False
 
-    def reset(self, seeds: Sequence[int]) -> list[StepOutcome]:
-        """Reset env i with ``seeds[i]`` (a group: the same seed repeated); one outcome per env."""
+    def reset(self, seeds: Sequence[int | None]) -> list[StepOutcome | None]:
+        """Reset env i with ``seeds[i]`` (a group: the same seed repeated); one outcome per env.
+
+        An env whose seed is None sits this round out: it is not reset, its outcome is None, and it
+        takes no action until a later reset gives it a seed.
+        """
         self._check_open()
         if len(seeds) != self.num_envs:
             raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
-        res = self._backend.run("reset", [(i, int(s)) for i, s in enumerate(seeds)])
-        out = [res[i] for i in range(self.num_envs)]
-        self._done = [o.done for o in out]
+        res = self._backend.reset({i: int(s) for i, s in enumerate(seeds) if s is not None})
+        out = [res.get(i) for i in range(self.num_envs)]
+        self._done = [o is None or o.done for o in out]
         return out
 
     def step(self, actions: Sequence[str | None]) -> list[StepOutcome | None]:
         """Step every env with its action; None for an env that sits out (its result is None).
 
-        An action for an environment whose episode has ended is an error.
+        An action for an environment whose episode has ended (or that sat out the reset) is an error.
         """
         self._check_open()
         if len(actions) != self.num_envs:
             raise ValueError(f"{len(actions)} actions for {self.num_envs} envs")
         for i, a in enumerate(actions):
             if a is not None and self._done[i]:
-                raise RuntimeError(f"env {i}: action {a!r} for an episode that already ended")
-        res = self._backend.run("step", [(i, a) for i, a in enumerate(actions) if a is not None])
+                raise RuntimeError(f"env {i}: action {a!r} for an episode that already ended (or never started)")
+        res = self._backend.step({i: a for i, a in enumerate(actions) if a is not None})
         out: list[StepOutcome | None] = [None] * self.num_envs
         for i, outcome in res.items():
             out[i] = outcome
@@ -489,4 +573,4 @@ class EnvPool:
         self.close()
 
 
-__all__ = ["EnvPool", "StepOutcome", "StepTimeout"]
+__all__ = ["EnvPool", "PoolBackend", "StepOutcome", "StepTimeout"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _as_weights(w: np.ndarray, n: int) -> np.ndarray:
+def _as_weights(w: np.ndarray) -> np.ndarray:
     w = np.asarray(w, dtype=np.float64)
     return w[None, :] if w.ndim == 1 else w
 
@@ -36,7 +36,7 @@ def weighted_moments(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.nd
 def pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Weighted Pearson correlation. x, y: [n]; w: [n] or [B, n]. Returns [B]."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    _, cov, vx, vy = weighted_moments(x, y, _as_weights(w, len(x)))
+    _, cov, vx, vy = weighted_moments(x, y, _as_weights(w))
     with np.errstate(invalid="ignore", divide="ignore"):
         r = cov / np.sqrt(vx * vy)
     tiny = 1e-12 * np.maximum(1.0, np.maximum(np.abs(x).max(initial=0), np.abs(y).max(initial=0))) ** 2
@@ -47,7 +47,7 @@ def midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Weighted mid-ranks [B, n] of x [n]: a row's rank is the weight of the smaller values plus
     (its value's weight + 1)/2, so tied values share their mean rank (the usual ranks when w = 1)."""
     x = np.asarray(x, np.float64)
-    w = _as_weights(w, len(x))
+    w = _as_weights(w)
     values, inverse = np.unique(x, return_inverse=True)
     replicates, count = w.shape[0], len(values)
     index = (np.arange(replicates)[:, None] * count + inverse[None, :]).ravel()
@@ -59,7 +59,7 @@ def midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def spearman(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Weighted Spearman correlation (Pearson of weighted mid-ranks). x, y: [n]; w: [n] or [B, n]."""
-    w = _as_weights(w, len(x))
+    w = _as_weights(w)
     rx, ry = midranks(x, w), midranks(y, w)
     total = w.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -74,7 +74,7 @@ def spearman(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 def sign_agreement(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Weighted share of rows where sign(x) = sign(y) (an estimate of exactly 0 never agrees with a
     nonzero truth). x, y: [n]; w: [n] or [B, n]. Returns [B]."""
-    w = _as_weights(w, len(x))
+    w = _as_weights(w)
     agree = (np.sign(np.asarray(x, np.float64)) == np.sign(np.asarray(y, np.float64))).astype(np.float64)
     total = w.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -84,7 +84,7 @@ def sign_agreement(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 def affine_rmse(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """√(weighted mean of the residual of y on α + βx, least squares). x, y: [n]; w: [n] or [B, n]."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    total, cov, vx, vy = weighted_moments(x, y, _as_weights(w, len(x)))
+    total, cov, vx, vy = weighted_moments(x, y, _as_weights(w))
     with np.errstate(invalid="ignore", divide="ignore"):
         explained = np.where(vx > 0, cov * cov / vx, 0.0)
         return np.sqrt(np.maximum(vy - explained, 0.0) / total)
@@ -119,7 +119,7 @@ def mixture_weight(truth: np.ndarray, episode: np.ndarray, step: np.ndarray, w: 
       [B]; NaN where the 2x2 normal equations are singular.
     """
     truth, episode, step = (np.asarray(v, np.float64) for v in (truth, episode, step))
-    w = _as_weights(w, len(truth))
+    w = _as_weights(w)
     see, sss, ses = (w * episode * episode).sum(1), (w * step * step).sum(1), (w * episode * step).sum(1)
     sey, ssy = (w * episode * truth).sum(1), (w * step * truth).sum(1)
     det = see * sss - ses * ses

@@ -1,5 +1,7 @@
 """Test and benchmark harnesses (not used by the library itself).
 
+- ``agents``: reference agents (the environment's expert, random agents, WebShop's oracle) and ``play_episode``.
+- ``fakes``: test doubles shared by the test packages: the toy ``CorridorEnv``, ``pool_of``, ``ScriptedPolicy``.
 - ``faults``: an environment family that fails on purpose (``FaultyEnv``), for fault-tolerance tests.
 - ``synthetic``: step tables shaped like ALFWorld training batches, for benchmarks and tests.
 - ``alfworld_differential``: plays the same episode on ALFWorld's TextWorld and native engines.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from gaca.envs import EnvPool, EnvSpec, play_episodes
-from gaca.envs.agents import RandomAgent
+from gaca.testing.agents import RandomAgent
 
 
 def pool_steps_per_s(spec: EnvSpec, num_envs: int, num_workers: int, min_steps: int, seed: int = 0) -> float:

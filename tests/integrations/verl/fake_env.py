@@ -1,4 +1,7 @@
-"""A tiny deterministic TextEnv for the agent-loop test: walk east three times to win."""
+"""A tiny deterministic TextEnv for the agent-loop test, the hallway: walk east three times to win.
+
+(Not ``gaca.testing.fakes.CorridorEnv``, which the other test packages share: other actions, a goal per seed.)
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import Any
 from gaca.envs import EnvConfig
 
 
-class CorridorEnv:
+class HallwayEnv:
     """Rooms 0..3 in a row; ``go east`` moves right, ``wait`` stays; room 3 wins (reward 10)."""
 
     def __init__(self, max_steps: int = 6, length: int = 3) -> None:
@@ -39,15 +42,15 @@ class CorridorEnv:
 
 
 @dataclass(frozen=True)
-class CorridorConfig(EnvConfig):
-    """The corridor's settings."""
+class HallwayConfig(EnvConfig):
+    """The hallway's settings."""
 
-    name: str = "corridor"
+    name: str = "hallway"
     max_steps: int = 6
     intro: str = "You walk down a corridor."
     length: int = 3
     """Rooms to walk east."""
 
 
-def make(config: CorridorConfig, *, split: str, num_games: int, expert: bool = False) -> CorridorEnv:
-    return CorridorEnv(config.max_steps, config.length)
+def make(config: HallwayConfig, *, split: str, num_games: int, expert: bool = False) -> HallwayEnv:
+    return HallwayEnv(config.max_steps, config.length)

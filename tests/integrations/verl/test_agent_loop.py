@@ -1,5 +1,5 @@
 """The ``gaca_text_env`` verl agent loop on CPU: a fake LLM server, a tiny local tokenizer, a
-deterministic corridor environment; its rows then go through verl's compute_advantage."""
+deterministic hallway environment; its rows then go through verl's compute_advantage."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from verl.workers.rollout.replica import TokenOutput
 import gaca.envs
 import gaca.integrations.verl
 from gaca.integrations.verl.agent_loop import TextEnvAgentLoop, observation_message
-from tests.integrations.verl.fake_env import CorridorConfig
+from tests.integrations.verl.fake_env import HallwayConfig
 
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
@@ -60,8 +60,8 @@ class ScriptedServer:
 
 
 def _run_episode(tokenizer, actions, monkeypatch, response_length=4096):
-    if "corridor" not in gaca.envs.ENVIRONMENTS:
-        gaca.envs.register_env("corridor", CorridorConfig, "tests.integrations.verl.fake_env:make")
+    if "hallway" not in gaca.envs.ENVIRONMENTS:
+        gaca.envs.register_env("hallway", HallwayConfig, "tests.integrations.verl.fake_env:make")
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 1024,
                                                                  "response_length": response_length}}})
     server = ScriptedServer(tokenizer, actions)
@@ -69,7 +69,7 @@ def _run_episode(tokenizer, actions, monkeypatch, response_length=4096):
     async def main():
         loop = TextEnvAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=tokenizer,
                                 processor=None, dataset_cls=None, data_config=DictConfigWrap(OmegaConf.create({})))
-        return await loop.run({"temperature": 1.0}, extra_info={"env": "corridor", "seed": 0,
+        return await loop.run({"temperature": 1.0}, extra_info={"env": "hallway", "seed": 0,
                                                                 "env_kwargs": {"max_steps": 6}})
 
     return asyncio.run(main()), server

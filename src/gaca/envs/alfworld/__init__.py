@@ -29,7 +29,7 @@ from gaca.envs.base import TextEnv
 _LAZY = {
     "AlfworldEnv": "env", "NOTHING_HAPPENS": "native.engine",
     "Engine": "engines", "NativeEngine": "engines", "TextWorldEngine": "engines",
-    "GameRecord": "games", "GameSource": "games", "GeneratedGames": "games", "OfficialGames": "games",
+    "GameRecord": "games", "GameSource": "games", "GeneratedGames": "generator", "OfficialGames": "games",
     "combo_split": "generator", "default_cache_dir": "generator", "games_root": "generator",
     "generate_game": "generator", "generate_games": "generator", "unseen_rooms": "generator",
 }
@@ -43,12 +43,14 @@ def __getattr__(name: str) -> Any:
 
 def game_source(config: AlfworldConfig, split: str, num_games: int | None) -> Any:
     """The games ``split`` of ``config`` plays (generated on demand, or the official files)."""
-    from gaca.envs.alfworld.games import GeneratedGames, OfficialGames
-
     if config.source == "official":
+        from gaca.envs.alfworld.games import OfficialGames
+
         return OfficialGames(split, data_dir=config.data_dir, task_types=config.task_types, num_games=num_games)
     if split not in SPLIT_DIRS:
         raise ValueError(f"generated games have splits {sorted(SPLIT_DIRS)}, got {split!r}")
+    from gaca.envs.alfworld.generator import GeneratedGames
+
     return GeneratedGames(split, 60 if num_games is None else num_games, config.game_seed,  # type: ignore[arg-type]
                           config.generator, config.cache_dir, config.task_types)
 

@@ -23,6 +23,8 @@ TASK_TYPES: tuple[str, ...] = (
     "pick_cool_then_place_in_recep",
     "pick_two_obj_and_place",
 )
+#: Directory name of the official data release (its files, and the generated games' layout, lie under it).
+DATA_VERSION_DIR = "json_2.1.1"
 #: Bumped whenever generated games would change: part of the cache key.
 GENERATOR_VERSION = 2
 #: Generated splits -> their directory. ``train``: the training games. ``valid_seen``: other games of
@@ -138,5 +140,5 @@ class AlfworldConfig(EnvConfig):
             raise ValueError("official ALFWorld games play on the TextWorld engine: set env.engine='textworld'")
 
 
-__all__ = ["GENERATOR_VERSION", "OFFICIAL_SPLITS", "SPLIT_DIRS", "TASK_TYPES", "AlfworldConfig", "GenConfig",
-           "Split"]
+__all__ = ["DATA_VERSION_DIR", "GENERATOR_VERSION", "OFFICIAL_SPLITS", "SPLIT_DIRS", "TASK_TYPES", "AlfworldConfig",
+           "GenConfig", "Split"]

@@ -1,7 +1,8 @@
-"""The games an ALFWorld environment cycles over: generated on demand, or ALFWorld's official files.
+"""The games an ALFWorld environment cycles over: what a game is, and ALFWorld's official files.
 
 A game source is indexable: ``games[j]`` is a :class:`GameRecord` (where the game file lies, its
-task and family). ``AlfworldEnv.reset(seed=s)`` plays ``games[s % len(games)]``.
+task and family). ``AlfworldEnv.reset(seed=s)`` plays ``games[s % len(games)]``. The sources are
+``OfficialGames`` (here) and ``generator.GeneratedGames`` (games made on demand).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gaca.envs.alfworld.config import OFFICIAL_SPLITS, TASK_TYPES, GenConfig, Split
+from gaca.envs.alfworld.config import DATA_VERSION_DIR, OFFICIAL_SPLITS, TASK_TYPES
 
 #: Where ALFWorld's goal text starts in a game's introduction.
 TASK_PREFIX = "Your task is to: "
@@ -51,52 +52,6 @@ class GameSource(Protocol):
     def __getitem__(self, index: int) -> GameRecord: ...
 
 
-class GeneratedGames:
-    """Generated games ``0 .. num_games - 1`` of one split (families round-robin), made on first use.
-
-    With ``task_types`` the games cycle over those families only; game j maps to generator index
-    ``6 * (j // k) + TASK_TYPES.index(task_types[j % k])`` so every filter shares one cache.
-    """
-
-    def __init__(
-        self,
-        split: Split = "train",
-        num_games: int = 60,
-        seed: int = 0,
-        cfg: GenConfig | None = None,
-        cache_dir: str | None = None,
-        task_types: Sequence[str] | None = None,
-    ) -> None:
-        if num_games < 1:
-            raise ValueError(f"num_games must be >= 1, got {num_games}")
-        types = tuple(task_types) if task_types else TASK_TYPES
-        unknown = [t for t in types if t not in TASK_TYPES]
-        if unknown:
-            raise ValueError(f"unknown task types {unknown}; known: {TASK_TYPES}")
-        self.task_types = tuple(t for t in TASK_TYPES if t in types)
-        self.split, self.num_games, self.seed = split, num_games, seed
-        self.cfg, self.cache_dir = cfg or GenConfig(), cache_dir
-
-    def __len__(self) -> int:
-        return self.num_games
-
-    def generator_index(self, j: int) -> int:
-        """The generator's index of game ``j``."""
-        k = len(self.task_types)
-        return len(TASK_TYPES) * (j // k) + TASK_TYPES.index(self.task_types[j % k])
-
-    def __getitem__(self, j: int) -> GameRecord:
-        from gaca.envs.alfworld.generator import generate_game
-
-        if not 0 <= j < self.num_games:
-            raise IndexError(j)
-        return generate_game(self.generator_index(j), self.split, self.seed, self.cfg, self.cache_dir)
-
-    def pregenerate(self) -> list[GameRecord]:
-        """Generate (or read) every game now."""
-        return [self[j] for j in range(self.num_games)]
-
-
 class OfficialGames:
     """The official ALFWorld game files under ``data_dir`` (default ``$ALFWORLD_DATA``).
 
@@ -106,8 +61,6 @@ class OfficialGames:
 
     def __init__(self, split: str = "train", data_dir: str | None = None,
                  task_types: Sequence[str] | None = None, num_games: int | None = None) -> None:
-        from gaca.envs.alfworld.generator import DATA_VERSION_DIR
-
         data_dir = data_dir or os.environ.get("ALFWORLD_DATA")
         if not data_dir:
             raise ValueError("official ALFWorld games need data_dir or $ALFWORLD_DATA")
@@ -165,4 +118,4 @@ def _task_from_grammar(grammar: str) -> str:
     return grammar[i + len(TASK_PREFIX) : j].strip() if j > 0 else ""
 
 
-__all__ = ["TASK_PREFIX", "GameRecord", "GameSource", "GeneratedGames", "OfficialGames"]
+__all__ = ["TASK_PREFIX", "GameRecord", "GameSource", "OfficialGames"]

@@ -22,7 +22,8 @@ holds out whole rooms. The world is then filled
 (target instances, distractors, lamps), written, and checked by ``GenConfig.checker`` (alfworld's
 planner expert on the TextWorld engine, or gaca's native engine and expert): the game is kept only
 if executing the checker's plan wins within ``max_plan_length`` steps; otherwise the next attempt is
-drawn. Generated games are cached on disk under a directory named by the config hash.
+drawn. Generated games are cached on disk under a directory named by the config hash;
+``GeneratedGames`` is the game source that makes them for an environment on first use.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ import alfworld.gen.constants as alfred
 from alfworld.gen import goal_library
 from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
 
-from gaca.envs.alfworld.config import GENERATOR_VERSION, SPLIT_DIRS, TASK_TYPES, GenConfig, Split
+from gaca.envs.alfworld.config import DATA_VERSION_DIR, GENERATOR_VERSION, SPLIT_DIRS, TASK_TYPES, GenConfig, Split
 from gaca.envs.alfworld.games import GameRecord
 from gaca.envs.alfworld.scenes import (
     LAMP_HOLDERS,
@@ -60,9 +61,6 @@ from gaca.envs.alfworld.scenes import (
 from gaca.persist import atomic_directory, write_json
 
 logger = logging.getLogger(__name__)
-
-#: Directory name of the official data release the layout mirrors.
-DATA_VERSION_DIR = "json_2.1.1"
 
 # The appliance each state-changing family needs, and the property its object must have.
 _APPLIANCE = {
@@ -611,6 +609,50 @@ def generate_games(
     return [generate_game(i, split, seed, cfg, cache_dir) for i in range(num_games)]
 
 
+class GeneratedGames:
+    """Generated games ``0 .. num_games - 1`` of one split (families round-robin), made on first use.
+
+    With ``task_types`` the games cycle over those families only; game j maps to generator index
+    ``6 * (j // k) + TASK_TYPES.index(task_types[j % k])`` so every filter shares one cache.
+    """
+
+    def __init__(
+        self,
+        split: Split = "train",
+        num_games: int = 60,
+        seed: int = 0,
+        cfg: GenConfig | None = None,
+        cache_dir: str | None = None,
+        task_types: Sequence[str] | None = None,
+    ) -> None:
+        if num_games < 1:
+            raise ValueError(f"num_games must be >= 1, got {num_games}")
+        types = tuple(task_types) if task_types else TASK_TYPES
+        unknown = [t for t in types if t not in TASK_TYPES]
+        if unknown:
+            raise ValueError(f"unknown task types {unknown}; known: {TASK_TYPES}")
+        self.task_types = tuple(t for t in TASK_TYPES if t in types)
+        self.split, self.num_games, self.seed = split, num_games, seed
+        self.cfg, self.cache_dir = cfg or GenConfig(), cache_dir
+
+    def __len__(self) -> int:
+        return self.num_games
+
+    def generator_index(self, j: int) -> int:
+        """The generator's index of game ``j``."""
+        k = len(self.task_types)
+        return len(TASK_TYPES) * (j // k) + TASK_TYPES.index(self.task_types[j % k])
+
+    def __getitem__(self, j: int) -> GameRecord:
+        if not 0 <= j < self.num_games:
+            raise IndexError(j)
+        return generate_game(self.generator_index(j), self.split, self.seed, self.cfg, self.cache_dir)
+
+    def pregenerate(self) -> list[GameRecord]:
+        """Generate (or read) every game now."""
+        return [self[j] for j in range(self.num_games)]
+
+
 #: Seconds the planner may take on one candidate game before it is rejected (the search in
 #: fast-downward's library cannot be interrupted, so it runs in a child process that is killed).
 SOLVE_TIMEOUT_S = 60.0
@@ -723,7 +765,7 @@ CHECKERS: dict[str, Callable[[str, dict[str, Any]], list[str] | None]] = {
 
 __all__ = [
     "CHECKERS",
-    "DATA_VERSION_DIR",
+    "GeneratedGames",
     "TaskSpec",
     "World",
     "build_world",

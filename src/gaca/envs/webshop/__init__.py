@@ -3,13 +3,12 @@
 ``make_env("webshop", split=...)`` builds the offline shop (``WebShopEnv``): WebShop's pages, actions,
 BM25 search and reward over a seeded catalogue of generated products; ``backend="real"`` wraps the
 original ``web_agent_site`` text environment instead, for users who have it installed. Settings:
-``WebShopConfig``.
+``WebShopConfig``. Reference agents (the oracle, a random shopper): ``gaca.testing.agents``.
 """
 
 from __future__ import annotations
 
 from gaca.envs.base import TextEnv
-from gaca.envs.webshop.agents import OracleAgent, RandomAgent
 from gaca.envs.webshop.catalog import Catalogue, Goal, Product, get_catalogue
 from gaca.envs.webshop.config import WebShopConfig
 from gaca.envs.webshop.env import SEARCH_ACTION, WebShopEnv, parse_action, strip_instruction
@@ -46,9 +45,7 @@ __all__ = [
     "SEARCH_ACTION",
     "Catalogue",
     "Goal",
-    "OracleAgent",
     "Product",
-    "RandomAgent",
     "RealWebShopEnv",
     "RewardBreakdown",
     "WebShopConfig",

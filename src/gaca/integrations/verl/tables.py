@@ -280,7 +280,7 @@ def distinct_steps(traj: torch.Tensor, step: torch.Tensor) -> DistinctSteps | No
       step: [B] int64 step index within the trajectory.
     """
     size = traj.shape[0]
-    pair, num = pair_ids(traj, int(traj.max()) + 1 if size else 0, step)
+    pair, num = pair_ids(traj, step)
     if num == size:
         return None
     first = torch.full((num,), size, dtype=torch.int64).scatter_reduce_(0, pair, torch.arange(size), reduce="amin")

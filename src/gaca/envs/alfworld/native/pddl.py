@@ -312,9 +312,6 @@ def _free(n: tuple[Any, ...]) -> set[str]:
     return set().union(*(_free(c) for c in n[2])) - bound if n[2] else set()
 
 
-_CONNECTIVES = frozenset(("and", "or", "not", "imply", "exists", "forall", "="))
-
-
 def _conjuncts(f: Sexp) -> list[Sexp]:
     """Flatten nested ``and``s into a list of conjuncts."""
     if isinstance(f, list) and f and f[0] == "and":

@@ -1,4 +1,5 @@
-"""Test doubles: a toy corridor environment and a scripted policy (pools are real ``EnvPool``s).
+"""Test doubles shared by several test packages: a toy corridor environment and a scripted policy
+(pools are real ``EnvPool``s).
 
 The corridor is deterministic: the agent starts in room 0 and must reach room ``target``
 (chosen by the seed) with "go forward"; "go back" moves back; anything else is inadmissible.

@@ -1,11 +1,12 @@
-"""Reference agents for tests and baselines: the planner expert and a uniform random agent.
+"""Reference agents for tests and baselines: the environment's expert, random agents, the shop's oracle.
 
     stats = play_episode(env, ExpertAgent(), seed=3)     # needs an env made with expert=True
     stats["won"], stats["steps"], stats["return"]
     batch = play_episodes(pool, seeds, RandomAgent(0))   # many episodes, batched (gaca.envs.episodes)
 
 Agents see only what a policy sees (the ``Turn``: observation text and ``info``). Each decides every
-turn on its own (``choose``); ``act`` answers a batch of turns for the episode driver.
+turn on its own (``choose``); ``act`` answers a batch of turns for the episode driver. Any family:
+``ExpertAgent``, ``RandomAgent``; WebShop: ``OracleAgent``, ``WebShopRandomAgent``.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from gaca.envs.base import TextEnv
-from gaca.envs.episodes import Decision, Turn, play_episodes
-from gaca.envs.pool import EnvPool
+from gaca.envs import Decision, EnvPool, TextEnv, Turn, play_episodes
+from gaca.envs.webshop.env import SEARCH_ACTION
+from gaca.envs.webshop.reward import tokenize
 
 
 class TurnAgent:
@@ -69,6 +70,37 @@ class RandomAgent(TurnAgent):
         return rng.choice(actions) if actions else "look"
 
 
+class OracleAgent(TurnAgent):
+    """WebShop: takes the oracle's canonical next action; needs an environment made with ``expert=True``."""
+
+    def choose(self, turn: Turn) -> str:
+        """The first action of ``info["expert_plan"]``."""
+        plan = turn.info.get("expert_plan")
+        if plan is None:
+            raise KeyError("info has no 'expert_plan': build the environment with expert=True")
+        if not plan:
+            raise RuntimeError("the expert has no action: the episode is over")
+        return plan[0]
+
+
+class WebShopRandomAgent(RandomAgent):
+    """WebShop: picks uniformly among the admissible actions; searches a random subset of the instruction's words.
+
+    Args:
+      seed: seed of the agent's own generator (same seed, same actions on the same episodes).
+    """
+
+    def choose(self, turn: Turn) -> str:
+        """A random admissible action (a concrete query in place of ``search[<your query>]``)."""
+        action = super().choose(turn)
+        if action == SEARCH_ACTION:
+            rng = self.rng(turn)
+            words = tokenize(turn.task) or ["shop"]
+            k = rng.randint(1, min(6, len(words)))
+            action = f"search[{' '.join(rng.sample(words, k))}]"
+        return action
+
+
 def play_episode(env: TextEnv, agent: Any, seed: int, max_steps: int | None = None) -> dict[str, Any]:
     """Play one episode of ``env`` (reset with ``seed``) with ``agent`` (an ``Agent``).
 
@@ -97,4 +129,4 @@ def play_episode(env: TextEnv, agent: Any, seed: int, max_steps: int | None = No
     }
 
 
-__all__ = ["ExpertAgent", "RandomAgent", "TurnAgent", "play_episode"]
+__all__ = ["ExpertAgent", "OracleAgent", "RandomAgent", "TurnAgent", "WebShopRandomAgent", "play_episode"]
