@@ -48,6 +48,8 @@ def test_rows_are_validated_with_the_field_named():
     with pytest.raises(ValueError, match=r"PremiseRows.weights\[0\]"):
         PremiseRows(rows.truth, rows.episode, rows.step, rows.criticality, rows.has_peer, rows.groups, -np.ones(n))
     assert np.array_equal(rows.weights, np.ones(n))
+    with pytest.raises(ValueError, match="at least one row"):
+        rows.subset(np.zeros(n, bool))
 
 
 def test_grid_points_and_tie_order():
@@ -186,7 +188,11 @@ def test_bin_weights_read_only_rows_with_a_peer():
     rows = synthetic_rows(3)
     bins = premise.bin_weights(rows, replicates=50, rng=np.random.default_rng(0))
     assert sum(b.steps for b in bins) == rows.has_peer.sum()
-    assert premise.bin_weights(rows.subset(~rows.has_peer), replicates=5, rng=np.random.default_rng(0)) == ()
+    few = rows.subset(np.flatnonzero(rows.has_peer)[:3])  # 3 rows, 5 bins: two bins are empty
+    assert [b.steps for b in premise.bin_weights(few, replicates=5, rng=np.random.default_rng(0))] == [1, 1, 1]
+    lonely = rows.subset(~rows.has_peer)
+    assert premise.bin_weights(lonely, replicates=5, rng=np.random.default_rng(0)) == ()
+    assert np.isnan(premise.interaction_model(lonely, replicates=5, rng=np.random.default_rng(0)).a.value)
 
 
 def test_split_masks_hold_whole_groups():

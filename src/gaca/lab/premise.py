@@ -48,6 +48,8 @@ class PremiseRows:
 
     def __post_init__(self) -> None:
         n = len(np.asarray(self.truth))
+        if n == 0:
+            raise ValueError("PremiseRows needs at least one row")
         for name in ("truth", "episode", "step", "criticality", "weights"):
             value = getattr(self, name)
             value = np.ones(n) if value is None else np.asarray(value, np.float64)
@@ -64,6 +66,7 @@ class PremiseRows:
         return np.where(self.has_peer, self.step - self.episode, 0.0)
 
     def subset(self, mask: np.ndarray) -> PremiseRows:
+        """The rows where ``mask`` [n] bool is True (at least one)."""
         return PremiseRows(*(getattr(self, f.name)[mask] for f in dataclasses.fields(self)))
 
 
@@ -243,7 +246,12 @@ class WeightMapBootstrap:
 def bootstrap_weight_map(rows: PremiseRows, *, replicates: int, rng: np.random.Generator,
                          grid: MapGrid = MapGrid(), level: float = 0.95) -> WeightMapBootstrap:
     """``fit_weight_map`` with a bootstrap over episode groups: replicate b re-fits under row weights
-    c_b(g_i)·w_i (``stats.group_bootstrap_weights`` times the rows' weights); percentile intervals.
+    c_b(g_i)·w_i (``stats.group_bootstrap_weights`` times the rows' weights); ``level`` percentile
+    intervals (Efron & Tibshirani 1993, An Introduction to the Bootstrap, ch. 13; the group as the
+    resampling unit because steps of one episode group share their rollouts).
+    Returns:
+      ``WeightMapBootstrap``; a replicate whose correlation is undefined everywhere is NaN and left
+      out of the intervals and of P(κ* > 0) (NaN where no replicate fits).
     """
     fit = fit_weight_map(rows, grid)
     weights = stats.group_bootstrap_weights(rows.groups, replicates, rng) * rows.weights[None, :]
@@ -292,8 +300,11 @@ def interaction_model(rows: PremiseRows, *, replicates: int, rng: np.random.Gene
     episode-level one's (Aiken & West 1991, Multiple Regression: Testing and Interpreting
     Interactions, for the product-term model).
     Returns:
-      ``InteractionFit``; NaN coefficients where the design is singular.
+      ``InteractionFit``; NaN coefficients where the design is singular or no row has a peer.
     """
+    if not rows.has_peer.any():
+        nan = stats.Estimate(math.nan, math.nan, math.nan)
+        return InteractionFit(nan, nan, nan, nan, nan, math.nan, 0)
     peer = rows.subset(rows.has_peer)
     design = np.stack([peer.episode, peer.step, peer.criticality * peer.episode, peer.criticality * peer.step], 1)
     full = _weighted_lstsq(design, peer.truth, peer.weights[None, :])[0]
@@ -331,22 +342,27 @@ def bin_weights(rows: PremiseRows, *, bins: int = 5, replicates: int, rng: np.ra
     """w* per criticality quantile bin (``select.quantile_bins`` over the rows with a peer), with a
     group bootstrap (one draw shared by all bins) and the identification flag of ``BinWeight``.
     Descriptive only: the premise statistics are ``bootstrap_weight_map`` and ``interaction_model``.
+    Returns:
+      One ``BinWeight`` per nonempty bin (none where no row has a peer); w* is NaN (unidentified)
+      in a bin whose 2 × 2 normal equations are singular (``stats.mixture_coefficients``).
     """
-    peer = rows.subset(rows.has_peer)
-    if peer.truth.size == 0:
+    if not rows.has_peer.any():
         return ()
+    peer = rows.subset(rows.has_peer)
     bin_of = quantile_bins(peer.criticality, bins)
     boot_weights = stats.group_bootstrap_weights(peer.groups, replicates, rng) * peer.weights[None, :]
     out = []
     for k in range(bins):
         sel = bin_of == k
+        if not sel.any():
+            continue
         part = peer.subset(sel)
         (a,), (b,) = stats.mixture_coefficients(part.truth, part.episode, part.step, part.weights)
         a_boot, b_boot = stats.mixture_coefficients(part.truth, part.episode, part.step, boot_weights[:, sel])
         with np.errstate(invalid="ignore", divide="ignore"):
             w_full, w_boot = b / (a + b), b_boot / (a_boot + b_boot)
         identified, unstable = stats.ratio_identified(a + b, a_boot + b_boot, level)
-        out.append(BinWeight(k, float(np.mean(part.criticality)) if sel.any() else math.nan, int(sel.sum()),
+        out.append(BinWeight(k, float(np.mean(part.criticality)), int(sel.sum()),
                              stats.estimate(w_full, w_boot, level), stats.estimate(a + b, a_boot + b_boot, level),
                              unstable, identified))
     return tuple(out)
