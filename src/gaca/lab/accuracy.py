@@ -33,7 +33,7 @@ from gaca.envs import EnvPool
 from gaca.lab.grid import DEFAULT_GACA, estimator_grid
 from gaca.lab.score import optimal_mixture, per_step_optimal_weight, score_settings
 from gaca.lab.select import POSITIONS, position_bins, quantile_bins, stratified_sample
-from gaca.lab.stats import spearman
+from gaca.lab.stats import noise_ceiling, spearman
 from gaca.lab.truth import RecordedStep, monte_carlo_truth
 
 logger = logging.getLogger(__name__)
@@ -239,7 +239,7 @@ def analyze_accuracy(data: AccuracyData, *, bootstrap: int | None = None, seed: 
                                      reference=DEFAULT_GACA),
             "truth_sd": float(np.std(truth, ddof=1)) if truth.size > 1 else math.nan,
             "truth_se_rms": float(np.sqrt(np.mean(se**2))) if se.size else math.nan,
-            "noise_ceiling": _noise_ceiling(truth, se),
+            "noise_ceiling": noise_ceiling(truth, se),
         }
     truth = data.array("truth")[keep]
     episode, step_level = data.array("episode")[keep], data.array("step_level")[keep]
@@ -252,14 +252,6 @@ def analyze_accuracy(data: AccuracyData, *, bootstrap: int | None = None, seed: 
     gaca_options = data.settings[DEFAULT_GACA]["options"]
     result["weight_map"] = {k: gaca_options[k] for k in ("w0", "kappa", "w_min", "w_max", "weight_map")}
     return result
-
-
-def _noise_ceiling(truth: np.ndarray, se: np.ndarray) -> float:
-    """The correlation a perfect estimate could reach against this noisy truth: √(1 − mean SE² / var)."""
-    if truth.size < 2:
-        return math.nan
-    var = float(np.var(truth, ddof=1))
-    return float(math.sqrt(max(0.0, 1.0 - float(np.mean(se**2)) / var))) if var > 0 else math.nan
 
 
 def _nll_vs_optimal_weight(truth, episode, step_level, nll, first_nll) -> dict[str, float]:
