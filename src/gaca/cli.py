@@ -96,12 +96,17 @@ def cmd_lab_accuracy(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from gaca.config import apply_overrides, from_dict
-    from gaca.lab import DEFAULT_GACA, AccuracyConfig, analyze_accuracy, measure_accuracy, write_accuracy_report
-    from gaca.lab.accuracy import load_accuracy_data
+    from gaca.lab.accuracy import (
+        DEFAULT_GACA,
+        AccuracyConfig,
+        analyze_accuracy,
+        load_accuracy_result,
+        measure_accuracy,
+        write_accuracy_report,
+    )
 
     if args.from_json:
-        data = load_accuracy_data(args.run_dir)
-        command = json.loads(Path(args.run_dir).read_text())["command"]
+        data, command = load_accuracy_result(args.run_dir)
         out_dir = Path(args.out) if args.out else Path(args.run_dir).parent
     else:
         base = vars(AccuracyConfig.quick()) if args.quick else {}
@@ -112,13 +117,15 @@ def cmd_lab_accuracy(args: argparse.Namespace) -> int:
                                                    *args.overrides])
     analysis = analyze_accuracy(data)
     paths = write_accuracy_report(data, analysis, out_dir, command=command)
-    rows = analysis["undiscounted"]["scores"]["all"]
-    print(f"{analysis['steps_scored']} steps scored against Monte-Carlo truth "
-          f"(noise ceiling r = {analysis['undiscounted']['noise_ceiling']:.2f}); Pearson r [95%]:")
-    for label in ("grpo", "rloo", "gigpo", "fixed_mix w0=0.5", DEFAULT_GACA):
+    rows = analysis.undiscounted.scores["all"].settings
+    print(f"{analysis.steps_scored} steps scored against Monte-Carlo truth "
+          f"(noise ceiling r = {analysis.undiscounted.noise_ceiling:.2f}); Pearson r [95%]:")
+    for label in ("grpo", "rloo", "gigpo", "fixed_mix w0=0.5", DEFAULT_GACA, "empg", "hgpo K=2"):
         if label in rows:
-            r = rows[label]["pearson"]
-            print(f"  {label:28s} {r['value']:6.3f} [{r['lo']:.2f}, {r['hi']:.2f}]")
+            r = rows[label].pearson
+            print(f"  {label:28s} {r.value:6.3f} [{r.lo:.2f}, {r.hi:.2f}]")
+    if analysis.premise is not None:
+        print("  " + analysis.premise.summary())
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 
@@ -126,20 +133,24 @@ def cmd_lab_accuracy(args: argparse.Namespace) -> int:
 def cmd_lab_compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from gaca.lab.compare import run_matrix
-    from gaca.lab.compare_report import write_compare_report
-    from gaca.lab.matrix import load_matrix, quick_matrix
+    from gaca.lab.compare import load_matrix, quick_matrix, run_matrix, write_compare_report
 
     if args.quick:
-        matrix = quick_matrix(args.root or "runs/compare-quick")
+        directory = Path(args.out or "runs/compare-quick")
+        matrix = quick_matrix(directory, args.root or directory / "runs")
+        matrix_file = ""
     else:
-        overrides = [*args.overrides, *([f"root={json.dumps(args.root)}"] if args.root else [])]
-        matrix = load_matrix(args.matrix, overrides)
-    status = {} if args.report_only else run_matrix(matrix, progress=not args.no_progress)
+        if not args.matrix:
+            raise FileNotFoundError("gaca lab compare needs a matrix file (experiments/<name>/matrix.toml), "
+                                    "or --quick")
+        matrix = load_matrix(args.matrix, args.overrides, root=args.root or "")
+        matrix_file = args.matrix
+    status = {} if args.report_only else run_matrix(matrix, matrix_file, args.overrides,
+                                                    progress=not args.no_progress)
     command = "gaca lab compare " + " ".join(
-        [*([args.matrix] if args.matrix else []), *(["--quick"] if args.quick else []),
-         *([f"--root {args.root}"] if args.root else []), *args.overrides])
-    paths = write_compare_report(matrix, Path(args.out) if args.out else Path(matrix.root) / "report", command=command)
+        [*([args.matrix] if args.matrix else []), *(["--quick"] if args.quick else []), *args.overrides])
+    out = Path(args.out) if args.out else Path(matrix.directory)
+    paths = write_compare_report(matrix, out, command=command)
     failed = {k: v for k, v in status.items() if v.startswith("failed")}
     left = [k for k, v in status.items() if v == "interrupted"]
     if not args.report_only:
@@ -204,13 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--from-json", action="store_true",
                      help="RUN_DIR is a report's result.json: analyze its measured data again, measure nothing")
     acc.set_defaults(func=cmd_lab_accuracy)
-    cmp_ = lsub.add_parser("compare", help="train a matrix of runs (settings x estimators x seeds), two at a "
-                           "time, resumable; then the paired comparison report")
-    cmp_.add_argument("matrix", nargs="?", help="matrix TOML (default: the shipped gaca/configs/lab/compare.toml)")
+    cmp_ = lsub.add_parser("compare", help="train a matrix of runs (settings x arms x seeds), two at a time, "
+                           "resumable; then the paired comparison report")
+    cmp_.add_argument("matrix", nargs="?", help="matrix TOML (experiments/<name>/matrix.toml; its records/ are next "
+                      "to it)")
     cmp_.add_argument("overrides", nargs="*", help="matrix key=value, e.g. seeds=[0,1,2,3,4] parallel=1")
     cmp_.add_argument("--quick", action="store_true", help="two tiny runs of two iterations (a minute or two)")
-    cmp_.add_argument("--root", help="directory of the runs (default: the matrix's root)")
-    cmp_.add_argument("--out", help="report directory (default: ROOT/report)")
+    cmp_.add_argument("--root", help="scratch directory of the runs and warm starts (default: runs/<matrix dir name>)")
+    cmp_.add_argument("--out", help="report directory (default: the matrix file's directory)")
     cmp_.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
     cmp_.add_argument("--no-progress", action="store_true", help="no progress bar")
     cmp_.set_defaults(func=cmd_lab_compare)

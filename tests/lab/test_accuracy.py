@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gaca.cli import main
-from gaca.lab import AccuracyConfig, estimator_grid, measure_accuracy
+from gaca.lab.accuracy import AccuracyConfig, analyze_accuracy, estimator_grid, load_accuracy_result, measure_accuracy
 from gaca.train import train
 from tests.small_run import small_config
 
@@ -27,24 +27,32 @@ def test_quick_accuracy_writes_the_report(checkpoint, tmp_path, capsys):
     assert "steps scored against Monte-Carlo truth" in printed and "gigpo" in printed
     for name in ("report.md", "correlation.png", "mixture.png", "scatter.png", "result.json"):
         assert (out / name).stat().st_size > 0, name
+    data, command = load_accuracy_result(out / "result.json")
+    assert command.startswith("gaca lab accuracy") and data.counts.mismatches == 0  # every prefix restored its state
+    assert data.counts.continuations == len(data.steps) * 2 * 4
+    assert set(data.estimates) == {s.label for s in estimator_grid()}
+    analysis = analyze_accuracy(data)
+    assert analysis.steps_scored == len(data.steps) > 0
+    assert analysis.undiscounted.scores["all"].steps == analysis.steps_scored
+    # the stratified sample's inverse inclusion probabilities: every step stands for at least itself
+    assert (data.steps.inclusion >= 1).all() and analysis.undiscounted.population is not None
     raw = json.loads((out / "result.json").read_text())
-    data, analysis = raw["data"], raw["analysis"]
-    assert data["counts"]["mismatches"] == 0  # every replayed prefix restored the recorded ALFWorld state
-    assert data["counts"]["continuations"] == len(data["steps"]["step"]) * 2 * 4
-    assert set(data["estimates"]) == {s.label for s in estimator_grid()}
-    scored = analysis["steps_scored"]
-    assert scored == len(data["steps"]["step"]) > 0
-    assert analysis["undiscounted"]["scores"]["all"]["_steps"]["count"]["value"] == scored
+    assert raw["analysis"]["steps_scored"] == analysis.steps_scored  # what the report says is what it measured
     report = (out / "report.md").read_text()
     for label in ("gaca zscore clip κ=0.25", "empg", "empg nll", "hgpo K=2", "hgpo K=2 base"):
         assert f"| {label} |" in report, label
+    # measured once, analysed again from the result file alone
+    again = tmp_path / "again"
+    assert main(["lab", "accuracy", str(out / "result.json"), "--from-json", "--out", str(again)]) == 0
+    assert (again / "report.md").read_text() == report
 
 
 def test_same_seed_same_numbers(checkpoint):
     cfg = AccuracyConfig(groups=2, steps=8, continuations=2, bootstrap=10, num_envs=8, progress=False, threads=1)
     first, second = measure_accuracy(checkpoint, cfg), measure_accuracy(checkpoint, cfg)
-    assert first.steps == second.steps and first.estimates == second.estimates
-    assert np.isfinite(np.asarray(first.steps["truth"])).all()
+    assert first.steps.to_json() == second.steps.to_json()
+    assert all(np.array_equal(first.estimates[k], second.estimates[k]) for k in first.estimates)
+    assert np.isfinite(first.steps.truth).all() and (first.steps.truth_se > 0).all()  # floored where all agree
 
 
 def test_bad_lab_options_are_one_line_errors(checkpoint, capsys):

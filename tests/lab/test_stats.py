@@ -14,7 +14,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from gaca.lab import stats
-from gaca.lab.select import position_bins, quantile_bins, stratified_sample
+from gaca.lab.accuracy.select import position_bins, stratified_sample
+from gaca.lab.stats import quantile_bins
 
 
 def _expand(x, w):
@@ -94,18 +95,18 @@ def test_bins():
 
 
 def test_paired_deltas_against_a_reference_setting():
-    from gaca.lab.score import score_settings
+    from gaca.lab.accuracy.score import score_settings
 
     rng = np.random.default_rng(0)
     truth = rng.normal(size=200)
     estimates = {"good": truth + 0.5 * rng.normal(size=200), "bad": truth + 2.0 * rng.normal(size=200)}
     groups = np.repeat(np.arange(40), 5)
     out = score_settings(estimates, truth, np.full(200, 0.1), groups, {"all": np.ones(200, bool)},
-                         replicates=300, rng=np.random.default_rng(1), reference="good")["all"]
-    assert out["good"]["delta_pearson"] == {"value": 0.0, "lo": 0.0, "hi": 0.0}
-    d = out["bad"]["delta_pearson"]
-    assert d["value"] == pytest.approx(out["bad"]["pearson"]["value"] - out["good"]["pearson"]["value"])
-    assert d["hi"] < 0  # paired: clearly worse, although the two correlations' own intervals are wide
+                         replicates=300, rng=np.random.default_rng(1), reference="good")["all"].settings
+    assert out["good"].delta_pearson == stats.Estimate(0.0, 0.0, 0.0)
+    d = out["bad"].delta_pearson
+    assert d.value == pytest.approx(out["bad"].pearson.value - out["good"].pearson.value)
+    assert d.hi < 0  # paired: clearly worse, although the two correlations' own intervals are wide
 
 
 # ---- paired comparisons over seeds ----

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gaca.envs import EnvPool, play_episodes
-from gaca.lab.truth import monte_carlo_truth, recorded_steps
+from gaca.lab.accuracy.truth import monte_carlo_truth, recorded_steps
 from tests.lab.chain_env import ChainEnv, CoinAgent
 
 P, GAMMA, LENGTH = 0.6, 0.9, 6

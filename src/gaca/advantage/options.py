@@ -70,7 +70,8 @@ class AdvantageOptions:
     """Weight of the step-level signal at average criticality, in [0, 1] ((0, 1) for the sigmoid map;
     >= 0.001 for the additive mixture, which divides by it)."""
     kappa: float = 0.25
-    """Slope κ >= 0 of the weight in the criticality score (0: fixed mixing)."""
+    """Slope κ of the weight in the criticality score (0: fixed mixing). κ < 0 aligns the same spread of
+    weights *against* uncertainty: the anti-GACA control the lab compares GACA with, not a method."""
     w_min: float = 0.0
     """Lower clip of the weight, in [0, 1]."""
     w_max: float = 1.0
@@ -123,7 +124,7 @@ class AdvantageOptions:
         check("option gamma", self.gamma, 0.0, 1.0)
         check("option eps", self.eps, 0.0, None, lo_open=True)  # eps = 0: 0/0 = NaN on equal returns
         check("option omega", self.omega, 0.0, MAX_OMEGA)
-        check("option kappa", self.kappa, 0.0, None)
+        check("option kappa", self.kappa)
         check("option w_min", self.w_min, 0.0, 1.0)
         check("option w_max", self.w_max, 0.0, 1.0)
         if self.w_min > self.w_max:

@@ -1,29 +1,10 @@
-"""The lab: how right is each estimator's credit (``accuracy``), and which estimator learns best.
+"""The lab: how right is each estimator's credit (``accuracy``), and which estimator learns best (``compare``).
 
-    from gaca.lab import AccuracyConfig, measure_accuracy, analyze_accuracy, write_accuracy_report
-    data = measure_accuracy("runs/tiny-alfworld", AccuracyConfig())
-    write_accuracy_report(data, analyze_accuracy(data), "lab/accuracy", command="...")
+    gaca.lab.accuracy   a checkpoint's steps scored against Monte-Carlo truth; the premise statistics
+    gaca.lab.compare    a declared matrix of settings × arms × seeds, run resumably, analysed paired
+    gaca.lab.stats      the statistics both use (pure numpy/scipy); gaca.lab.premise, GACA's premise
+    gaca.lab.diagnostics  diagnostics of runs and rollouts (training dynamics, where credit goes, anchors)
 
-Command line: ``gaca lab accuracy RUN_DIR [key=value ...] [--quick]``.
+Command line: ``gaca lab accuracy|compare|dynamics|credit|anchors ...``; experiments live under
+``experiments/`` (docs/lab.md).
 """
-
-from gaca.lab.accuracy import AccuracyConfig, AccuracyData, analyze_accuracy, measure_accuracy, subsets
-from gaca.lab.grid import DEFAULT_GACA, EstimatorSetting, estimator_grid
-from gaca.lab.report import write_accuracy_report
-from gaca.lab.truth import RecordedStep, TruthTable, monte_carlo_truth, recorded_steps
-
-__all__ = [
-    "DEFAULT_GACA",
-    "AccuracyConfig",
-    "AccuracyData",
-    "EstimatorSetting",
-    "RecordedStep",
-    "TruthTable",
-    "analyze_accuracy",
-    "estimator_grid",
-    "measure_accuracy",
-    "monte_carlo_truth",
-    "recorded_steps",
-    "subsets",
-    "write_accuracy_report",
-]

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gaca.lab import stats
-from gaca.lab.select import quantile_bins
 
 
 @dataclass(frozen=True)
@@ -339,7 +338,7 @@ class BinWeight:
 
 def bin_weights(rows: PremiseRows, *, bins: int = 5, replicates: int, rng: np.random.Generator,
                 level: float = 0.95) -> tuple[BinWeight, ...]:
-    """w* per criticality quantile bin (``select.quantile_bins`` over the rows with a peer), with a
+    """w* per criticality quantile bin (``stats.quantile_bins`` over the rows with a peer), with a
     group bootstrap (one draw shared by all bins) and the identification flag of ``BinWeight``.
     Descriptive only: the premise statistics are ``bootstrap_weight_map`` and ``interaction_model``.
     Returns:
@@ -349,7 +348,7 @@ def bin_weights(rows: PremiseRows, *, bins: int = 5, replicates: int, rng: np.ra
     if not rows.has_peer.any():
         return ()
     peer = rows.subset(rows.has_peer)
-    bin_of = quantile_bins(peer.criticality, bins)
+    bin_of = stats.quantile_bins(peer.criticality, bins)
     boot_weights = stats.group_bootstrap_weights(peer.groups, replicates, rng) * peer.weights[None, :]
     out = []
     for k in range(bins):

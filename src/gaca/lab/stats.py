@@ -44,6 +44,16 @@ def _as_weights(w: np.ndarray) -> np.ndarray:
     return w[None, :] if w.ndim == 1 else w
 
 
+def quantile_bins(values: np.ndarray, bins: int = 5) -> np.ndarray:
+    """[N] int in [0, bins): the quantile bin of each value over all values (ties broken by position,
+    so equal values may straddle a bin edge and every bin gets its share)."""
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(values, kind="stable")
+    out = np.empty(len(values), dtype=np.int64)
+    out[order] = (np.arange(len(values)) * bins) // max(1, len(values))
+    return out
+
+
 def weighted_moments(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
     """Weighted covariance terms of x, y [n] under weights w [B, n]: (Σw, cov, var x, var y), each [B]."""
     total = w.sum(axis=1)
@@ -729,10 +739,42 @@ def _draw_counts(draws: np.ndarray, size: int) -> np.ndarray:
 
 
 __all__ = [
-    "Alternative", "Correlations", "CrossedBootstrap", "DetectableDifference", "Estimate", "OneSided",
-    "PairedT", "Sides", "SignFlipTest", "SignTest", "Tost", "affine_rmse", "bootstrap_correlations",
-    "crossed_bootstrap", "estimate", "group_bootstrap_weights", "holm", "inclusion_weights", "interval",
-    "jeffreys_floor", "midranks", "minimum_detectable_difference", "mixture_coefficients", "mixture_weight",
-    "monte_carlo_se", "monte_carlo_se_from_counts", "noise_ceiling", "paired_t", "paired_t_power", "pearson",
-    "ratio_identified", "sign_agreement", "sign_flip_test", "sign_test", "spearman", "tost", "weighted_moments",
+    "Alternative",
+    "Correlations",
+    "CrossedBootstrap",
+    "DetectableDifference",
+    "Estimate",
+    "OneSided",
+    "PairedT",
+    "Sides",
+    "SignFlipTest",
+    "SignTest",
+    "Tost",
+    "affine_rmse",
+    "bootstrap_correlations",
+    "crossed_bootstrap",
+    "estimate",
+    "group_bootstrap_weights",
+    "holm",
+    "inclusion_weights",
+    "interval",
+    "jeffreys_floor",
+    "midranks",
+    "minimum_detectable_difference",
+    "mixture_coefficients",
+    "mixture_weight",
+    "monte_carlo_se",
+    "monte_carlo_se_from_counts",
+    "noise_ceiling",
+    "paired_t",
+    "paired_t_power",
+    "pearson",
+    "quantile_bins",
+    "ratio_identified",
+    "sign_agreement",
+    "sign_flip_test",
+    "sign_test",
+    "spearman",
+    "tost",
+    "weighted_moments",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 
@@ -12,6 +13,46 @@ from gaca.envs.episodes import Episode, play_episodes
 from gaca.envs.pool import EnvPool
 from gaca.policy.protocol import SamplingPolicy
 from gaca.rollout.collect import RolloutConfig
+
+
+@dataclass(frozen=True)
+class GameOutcome:
+    """How one held-out episode went: what paired comparisons of policies on the same games need."""
+
+    seed: int
+    """The environment seed (the game)."""
+    task_id: str
+    family: str
+    """The task family (``info["task_type"]``; "unknown" when the environment gives none)."""
+    won: bool
+    env_return: float
+    """Sum of the environment's rewards (WebShop: its score in [0, 1])."""
+    length: int | None
+    """Steps taken (None in the 2026-11 comparison's oldest records, which kept only the split's totals)."""
+    invalid: int | None
+    """Steps with a malformed response or an inadmissible action (None: as ``length``)."""
+    crashed: bool
+    """The environment failed (raised, hung or died): the episode says nothing about the policy."""
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("seed", "task_id", "family", "won", "env_return", "length", "invalid",
+                                         "crashed")
+
+    @classmethod
+    def of(cls, episode: Episode) -> GameOutcome:
+        return cls(seed=episode.seed, task_id=episode.task_id, family=episode.task_type or "unknown",
+                   won=episode.won, env_return=float(episode.env_return), length=episode.length,
+                   invalid=episode.invalid, crashed=episode.error is not None)
+
+    @classmethod
+    def to_columns(cls, outcomes: list[GameOutcome]) -> dict[str, list[Any]]:
+        """Field -> one value per game (the compact form records keep)."""
+        return {name: [getattr(o, name) for o in outcomes] for name in cls.FIELDS}
+
+    @classmethod
+    def from_columns(cls, columns: dict[str, list[Any]]) -> list[GameOutcome]:
+        """Inverse of ``to_columns``."""
+        n = len(columns["seed"])
+        return [cls(**{name: columns[name][i] for name in cls.FIELDS}) for i in range(n)]
 
 
 @dataclass
@@ -37,9 +78,9 @@ class EvalStats:
     """Episodes whose environment failed (raised, hung or died): left out of every rate above."""
     forward_passes: int = 0
     seconds: float = 0.0
-    outcomes: list[dict[str, object]] = field(default_factory=list, repr=False)
-    """Per episode, in the order of the seeds: seed, task_id, family, won, length, invalid steps,
-    crashed (what paired comparisons between policies evaluated on the same games need)."""
+    outcomes: list[GameOutcome] = field(default_factory=list, repr=False)
+    """Per episode, in the order of the seeds (what paired comparisons between policies evaluated on
+    the same games need)."""
 
     def metrics(self, prefix: str = "eval") -> dict[str, float]:
         """Flat namespaced metrics (``eval/success``, ``eval/success/<family>``, …)."""
@@ -74,9 +115,7 @@ def summarize_episodes(episodes: list[Episode]) -> EvalStats:
     for e in played:
         fam[e.task_type or "unknown"].append(e.won)
     steps = sum(e.length for e in played)
-    outcomes = [{"seed": e.seed, "task_id": e.task_id, "family": e.task_type or "unknown", "won": e.won,
-                 "return": e.env_return, "length": e.length, "invalid": e.invalid, "crashed": e.error is not None}
-                for e in episodes]
+    outcomes = [GameOutcome.of(e) for e in episodes]
     return EvalStats(
         success=sum(e.won for e in played) / len(played),
         per_family={k: sum(v) / len(v) for k, v in fam.items()},
@@ -111,4 +150,4 @@ def evaluate(
     return stats
 
 
-__all__ = ["EvalStats", "evaluate", "summarize_episodes"]
+__all__ = ["EvalStats", "GameOutcome", "evaluate", "summarize_episodes"]

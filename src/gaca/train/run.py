@@ -73,20 +73,24 @@ class TrainResult:
 
 
 class Interrupt:
-    """SIGINT (Ctrl-C) or SIGTERM (what schedulers send) -> a flag checked between iterations; a
-    second one raises KeyboardInterrupt."""
+    """SIGINT (Ctrl-C) or SIGTERM (what schedulers send) -> a flag checked at safe points; a second one
+    raises KeyboardInterrupt. ``then`` says what happens at the next safe point (logged once).
+    ``on_first`` runs at the first signal (e.g. to pass it on to child processes)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self) -> None:
+    def __init__(self, then: str = "finishing this iteration, then writing a checkpoint",
+                 on_first: Any = None) -> None:
         self.requested = False
+        self.then, self.on_first = then, on_first
 
     def _handler(self, signum: int, frame: Any) -> None:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        logger.warning("%s: finishing this iteration, then writing a checkpoint (send it again to abort)",
-                       signal.Signals(signum).name)
+        logger.warning("%s: %s (send it again to abort)", signal.Signals(signum).name, self.then)
+        if self.on_first is not None:
+            self.on_first()
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Interrupt]:

@@ -1,0 +1,266 @@
+"""The comparison's numbers, typed: per-split tables, and the declared contrasts tested over seeds.
+
+Every arm of a seed starts from the seed's warm start and is evaluated on the same games with the
+same sampling stream, so everything here is paired by seed (and by game within a seed).
+
+- Tables (``SplitTable``): per held-out split, each arm's (and the warm start's) success over all
+  games and per task family, its invalid-action ratio and, where returns carry partial credit, its
+  score; mean ± sd over the seeds on which every arm finished (a mean over other seeds would compare
+  seeds, which differ far more than arms do).
+- The primary analysis (``ContrastResult``), as declared in the matrix before the runs: the endpoint
+  of (arm, seed) pooled over every game of every held-out split; for each contrast the per-seed
+  differences d_s = endpoint(treatment) − endpoint(control), tested with a paired t test and an
+  exact sign-flip permutation test over seeds (one-sided where declared), the exact sign test beside
+  them, Holm-adjusted as one family over the matrix's contrasts; an equivalence test (TOST) at the
+  declared margin; the minimum difference the seeds could detect (80% power); and an interval over
+  seeds and games crossed (every seed plays the same games).
+- Pairs of arms that are one algorithm by construction are reported as the A/A noise floor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gaca.lab import stats
+from gaca.lab.compare.matrix import CompareMatrix, SettingSpec
+from gaca.lab.compare.records import TIMING, RunRecord, SplitEvaluation, WarmStartRecord
+
+WARM_START = "warm start"
+
+
+@dataclass
+class SettingRecords:
+    """What the records of one setting hold: per arm and seed the run, per seed the warm start."""
+
+    runs: dict[str, dict[int, RunRecord]] = field(default_factory=dict)
+    warm: dict[int, WarmStartRecord] = field(default_factory=dict)
+    not_comparable: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """Run name -> (its warm start, its seed's): finished from another warm start, left out."""
+
+
+def collect(matrix: CompareMatrix) -> dict[str, SettingRecords]:
+    """Every record of the matrix that exists, per setting (finished runs and partial ones)."""
+    store = matrix.store
+    out: dict[str, SettingRecords] = {}
+    for run in matrix.runs():
+        record = run.record()
+        entry = out.setdefault(run.setting.name, SettingRecords())
+        warm = store.warmstart(run.setting.name, run.seed)
+        if warm.evaluations:
+            entry.warm[run.seed] = warm
+        if record is None:
+            continue
+        if warm.fingerprint is not None and record.warm_start != warm.fingerprint:
+            entry.not_comparable[run.name] = (record.warm_start, warm.fingerprint)
+            continue
+        entry.runs.setdefault(run.arm.name, {})[run.seed] = record
+    return out
+
+
+@dataclass
+class Row:
+    """One arm's row of a split's table: per seed, in ``seeds`` order."""
+
+    seeds: list[int]
+    success: list[float]
+    invalid: list[float]
+    score: list[float]
+    """Empty unless the split's returns carry partial credit."""
+    families: dict[str, list[float]]
+
+
+@dataclass
+class SplitTable:
+    split: str
+    families: list[str]
+    graded: bool
+    """Returns carry partial credit (WebShop's score): the table has a score column."""
+    rows: dict[str, Row]
+    """Arm (and ``WARM_START``) -> row."""
+    common_seeds: list[int]
+    left_out: dict[str, list[int]]
+    """Arm -> seeds it finished that not every arm did (kept out of the means)."""
+
+
+def _row(evaluations: dict[int, SplitEvaluation], families: list[str], graded: bool) -> Row:
+    seeds = sorted(evaluations)
+    evs = [evaluations[s] for s in seeds]
+    return Row(seeds=seeds, success=[e.success() for e in evs], invalid=[e.invalid_ratio() for e in evs],
+               score=[e.score() for e in evs] if graded else [],
+               families={f: [e.success(f) for e in evs] for f in families})
+
+
+def split_table(matrix: CompareMatrix, records: SettingRecords, split: str) -> SplitTable:
+    """The table of one held-out split (module docstring)."""
+    finals = {arm.name: {s: r.final[split] for s, r in records.runs.get(arm.name, {}).items() if split in r.final}
+              for arm in matrix.arms}
+    everyone = [set(v) for v in finals.values() if v]
+    common = sorted(set.intersection(*everyone)) if everyone and len(everyone) == len(finals) else []
+    left_out = {a: extra for a, v in finals.items() if common and (extra := sorted(set(v) - set(common)))}
+    if common:
+        finals = {a: {s: e for s, e in v.items() if s in common} for a, v in finals.items()}
+    warm = {s: w.evaluations[split] for s, w in records.warm.items()
+            if split in w.evaluations and (not common or s in common)}
+    evaluations = [e for v in finals.values() for e in v.values()] + list(warm.values())
+    families = sorted({o.family for e in evaluations for o in e.outcomes})
+    graded = any(not o.won and o.env_return != 0.0 for e in evaluations for o in e.outcomes)
+    rows = {a: _row(v, families, graded) for a, v in finals.items()}
+    rows[WARM_START] = _row(warm, families, graded)
+    return SplitTable(split, families, graded, rows, common, left_out)
+
+
+def endpoint(record: RunRecord, splits: list[str], kind: str) -> float:
+    """The primary endpoint of one run: success (or 100 × return) over every game of ``splits`` pooled."""
+    games = [o for split in splits for o in record.final[split].played()]
+    if not games:
+        return math.nan
+    return float(np.mean([o.won for o in games])) if kind == "success" else \
+        100.0 * float(np.mean([o.env_return for o in games]))
+
+
+def game_matrix(runs: dict[int, RunRecord], seeds: list[int], splits: list[str], kind: str) -> np.ndarray:
+    """[seeds, games] per-game endpoint values (every game of every split, in order; crashed games NaN)."""
+    def value(o) -> float:
+        if o.crashed:
+            return math.nan
+        return float(o.won) if kind == "success" else 100.0 * o.env_return
+
+    return np.array([[value(o) for split in splits for o in runs[s].final[split].outcomes] for s in seeds])
+
+
+@dataclass
+class ContrastResult:
+    """One declared contrast of one setting (module docstring)."""
+
+    setting: str
+    treatment: str
+    control: str
+    seeds: list[int]
+    differences: list[float]
+    """d_s per seed."""
+    mean: float
+    sd: float
+    t_test: stats.PairedT
+    t_p: float
+    """The t test's p in the declared alternative (one-sided "greater", or two-sided)."""
+    permutation_p: float
+    """Exact sign-flip permutation test of the mean difference (all 2^n sign vectors for n ≤ 20)."""
+    sign_test: stats.SignTest
+    alpha: float = 0.05
+    holm_p: float = math.nan
+    """The permutation test's p, Holm-adjusted over the matrix's contrasts."""
+    tost: stats.Tost | None = None
+    detectable: float = math.nan
+    """Minimum difference detectable with 80% power at the declared α from these seeds' sd."""
+    crossed: tuple[float, float] = (math.nan, math.nan)
+    """95% interval of the mean difference, seeds and games resampled crossed."""
+    per_split: dict[str, float] = field(default_factory=dict)
+    """Mean per-seed difference on each split (descriptive)."""
+
+    @property
+    def verdict(self) -> str:
+        """"ahead", "behind", "level (equivalent within ±δ)" or "inconclusive", at the declared α."""
+        if self.holm_p < self.alpha:
+            return "ahead" if self.mean > 0 else "behind"
+        if self.tost is not None and self.tost.equivalent:
+            return f"level (equivalent within ±{self.tost.margin:g})"
+        return "inconclusive"
+
+
+def contrasts(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> list[ContrastResult]:
+    """The primary analysis of every setting and declared contrast (Holm over all of them)."""
+    spec = matrix.analysis
+    out: list[ContrastResult] = []
+    for setting in matrix.settings:
+        records = data.get(setting.name, SettingRecords())
+        splits = matrix.splits_of(setting)
+        for treatment, control in spec.contrasts:
+            a, b = records.runs.get(treatment, {}), records.runs.get(control, {})
+            seeds = sorted(s for s in a if s in b and a[s].finished(splits) and b[s].finished(splits))
+            if not seeds:
+                continue
+            out.append(_contrast(matrix, setting, treatment, control, seeds, a, b, splits))
+    adjusted = stats.holm([c.permutation_p for c in out])
+    for c, p in zip(out, adjusted, strict=True):
+        c.holm_p = float(p)
+    return out
+
+
+def _contrast(matrix: CompareMatrix, setting: SettingSpec, treatment: str, control: str, seeds: list[int],
+              a: dict[int, RunRecord], b: dict[int, RunRecord], splits: list[str]) -> ContrastResult:
+    spec = matrix.analysis
+    kind, two_sided = spec.endpoint, spec.alternative == "two-sided"
+    d = np.array([endpoint(a[s], splits, kind) - endpoint(b[s], splits, kind) for s in seeds])
+    t_test = stats.paired_t(d, alternative="greater", alpha=spec.alpha)
+    perm = stats.sign_flip_test(d, alternative=spec.alternative, rng=np.random.default_rng(0))
+    sign = stats.sign_test(d, alternative=spec.alternative)
+    tost = stats.tost(d, spec.margin, alpha=spec.alpha) if spec.margin > 0 else None
+    sd = float(np.std(d, ddof=1)) if len(d) > 1 else math.nan
+    detectable = stats.minimum_detectable_difference(len(d), sd, alpha=spec.alpha,
+                                                     sides="two-sided" if two_sided else "one-sided").difference \
+        if len(d) > 1 and sd > 0 else math.nan
+    cells = game_matrix(a, seeds, splits, kind) - game_matrix(b, seeds, splits, kind)
+    cells = cells[:, np.isfinite(cells).all(axis=0)]  # a game crashed on some seed says nothing of either arm
+    crossed = stats.crossed_bootstrap(cells, replicates=2000, rng=np.random.default_rng(0)) \
+        if cells.size else None
+    per_split = {split: float(np.mean([endpoint(a[s], [split], kind) - endpoint(b[s], [split], kind)
+                                       for s in seeds])) for split in splits}
+    return ContrastResult(setting.name, treatment, control, seeds, d.tolist(), float(d.mean()), sd, t_test,
+                          t_test.p_two_sided if two_sided else t_test.p, perm.p, sign, alpha=spec.alpha, tost=tost,
+                          detectable=float(detectable),
+                          crossed=(crossed.lo, crossed.hi) if crossed is not None else (math.nan, math.nan),
+                          per_split=per_split)
+
+
+@dataclass
+class NoiseFloor:
+    """An equivalent-by-construction pair's observed difference (the A/A floor)."""
+
+    setting: str
+    first: str
+    second: str
+    seeds: list[int]
+    mean: float
+    sd: float
+
+
+def noise_floors(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> list[NoiseFloor]:
+    out = []
+    for setting in matrix.settings:
+        records, splits = data.get(setting.name, SettingRecords()), matrix.splits_of(setting)
+        for first, second in matrix.analysis.equivalent_by_construction:
+            a, b = records.runs.get(first, {}), records.runs.get(second, {})
+            seeds = sorted(s for s in a if s in b and a[s].finished(splits) and b[s].finished(splits))
+            if seeds:
+                d = [endpoint(a[s], splits, matrix.analysis.endpoint) - endpoint(b[s], splits, matrix.analysis.endpoint)
+                     for s in seeds]
+                out.append(NoiseFloor(setting.name, first, second, seeds, float(np.mean(d)),
+                                      float(np.std(d, ddof=1)) if len(d) > 1 else math.nan))
+    return out
+
+
+def timing(matrix: CompareMatrix, records: SettingRecords, splits: list[str]) -> dict[str, dict[str, float]]:
+    """Per arm, mean seconds per iteration of each ``TIMING`` key over its finished runs."""
+    out = {}
+    for arm, runs in records.runs.items():
+        done = [r for r in runs.values() if r.finished(splits)]
+        if done:
+            out[arm] = {k: float(np.nanmean([r.timing.get(k, math.nan) for r in done])) for k in TIMING}
+    return out
+
+
+def left_to_run(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[str, dict[str, list[int]]]:
+    """Per setting and arm, the seeds without a finished record."""
+    left: dict[str, dict[str, list[int]]] = {}
+    for run in matrix.runs():
+        record = data.get(run.setting.name, SettingRecords()).runs.get(run.arm.name, {}).get(run.seed)
+        if record is None or not record.finished(run.eval_splits):
+            left.setdefault(run.setting.name, {}).setdefault(run.arm.name, []).append(run.seed)
+    return left
+
+
+__all__ = ["WARM_START", "ContrastResult", "NoiseFloor", "Row", "SettingRecords", "SplitTable", "collect",
+           "contrasts", "endpoint", "game_matrix", "left_to_run", "noise_floors", "split_table", "timing"]

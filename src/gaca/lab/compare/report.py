@@ -1,0 +1,227 @@
+"""The comparison's report, from whatever runs of the matrix have finished.
+
+    out_dir/report.md     the primary analysis as declared (each contrast: per-seed differences, paired
+                          t and permutation tests Holm-adjusted, TOST, detectable difference, verdict),
+                          the A/A floors, then per setting and held-out split the table (mean ± sd
+                          over seeds; all games, invalid-action ratio, each task family), the time per
+                          iteration, and what is left to run
+    out_dir/curves.png    held-out success against environment steps, mean and range over seeds
+    out_dir/final.png     final success per arm and split, every seed a dot
+    out_dir/result.json   every number above, typed as in ``gaca.lab.compare.analysis``
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gaca.lab.compare.analysis import (
+    WARM_START,
+    ContrastResult,
+    NoiseFloor,
+    SettingRecords,
+    SplitTable,
+    collect,
+    contrasts,
+    left_to_run,
+    noise_floors,
+    split_table,
+    timing,
+)
+from gaca.lab.compare.matrix import CompareMatrix
+from gaca.lab.compare.records import TIMING
+from gaca.lab.figures import pyplot, save_figure, write_result
+from gaca.persist import atomic_write
+
+
+@dataclass
+class CompareReport:
+    """Everything the report states (``result.json``)."""
+
+    command: str
+    arms: dict[str, dict]
+    contrasts: list[ContrastResult]
+    noise_floors: list[NoiseFloor]
+    tables: dict[str, dict[str, SplitTable]]
+    """Setting -> split -> table."""
+    timing: dict[str, dict[str, dict[str, float]]]
+    left_to_run: dict[str, dict[str, list[int]]]
+    not_comparable: dict[str, list]
+    total_runs: int
+    analysis: dict = field(default_factory=dict)
+    """The matrix's declared analysis."""
+
+
+def build_report(matrix: CompareMatrix, command: str, data: dict[str, SettingRecords] | None = None) -> CompareReport:
+    data = collect(matrix) if data is None else data
+    tables = {s.name: {split: split_table(matrix, data.get(s.name, SettingRecords()), split)
+                       for split in matrix.splits_of(s)} for s in matrix.settings}
+    return CompareReport(
+        command=command,
+        arms={a.name: {"estimator": a.estimator, "options": a.options, "seeds": matrix.seeds_of(a), "note": a.note}
+              for a in matrix.arms},
+        contrasts=contrasts(matrix, data), noise_floors=noise_floors(matrix, data), tables=tables,
+        timing={s.name: timing(matrix, data.get(s.name, SettingRecords()), matrix.splits_of(s))
+                for s in matrix.settings},
+        left_to_run=left_to_run(matrix, data),
+        not_comparable={name: list(fps) for e in data.values() for name, fps in e.not_comparable.items()},
+        total_runs=len(matrix.runs()),
+        analysis={"endpoint": matrix.analysis.endpoint, "alternative": matrix.analysis.alternative,
+                  "margin": matrix.analysis.margin, "alpha": matrix.analysis.alpha,
+                  "declared_before_runs": matrix.analysis.declared_before_runs},
+    )
+
+
+def _mean_sd(values: list[float], digits: int = 3) -> str:
+    values = [v for v in values if math.isfinite(v)]
+    if not values:
+        return "–"
+    sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return f"{np.mean(values):.{digits}f} ± {sd:.{digits}f}"
+
+
+def _num(x: float, spec: str = ".4f") -> str:
+    return format(x, spec) if math.isfinite(x) else "–"
+
+
+def _p(p: float) -> str:
+    return "–" if not math.isfinite(p) else f"{p:.3f}" if p >= 0.001 else "<0.001"
+
+
+def _contrast_lines(report: CompareReport) -> list[str]:
+    a = report.analysis
+    side = "one-sided (treatment ahead)" if a["alternative"] == "greater" else "two-sided"
+    title = ("Primary analysis (declared in the matrix before the runs)" if a["declared_before_runs"] else
+             "Analysis (declared after the runs: descriptive, not confirmatory)")
+    margin = f"equivalence by TOST at ±{a['margin']:g}" if a["margin"] > 0 else "no equivalence margin declared"
+    lines = [f"## {title}", "",
+             f"Endpoint: final {a['endpoint']} pooled over every game of every held-out split, per seed; "
+             f"difference d = treatment − control per seed; tests over seeds, {side}, α = {a['alpha']:g}, "
+             f"p-values Holm-adjusted over all contrasts (the permutation test's); {margin}; 'detectable' is the "
+             "smallest true difference these seeds detect with 80% power.",
+             "", "| setting | treatment − control | seeds | mean d ± sd | 95% (seeds × games) | t-test p | "
+             "permutation p | Holm p | sign test (+/−) | TOST p | detectable | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in report.contrasts:
+        tost = _p(c.tost.p) if c.tost is not None else "–"
+        interval = f"[{c.crossed[0]:+.4f}, {c.crossed[1]:+.4f}]" if math.isfinite(c.crossed[0]) else "–"
+        lines.append(f"| {c.setting} | {c.treatment} − {c.control} | {len(c.seeds)} | {c.mean:+.4f} ± {_num(c.sd)} | "
+                     f"{interval} | {_p(c.t_p)} | {_p(c.permutation_p)} | "
+                     f"{_p(c.holm_p)} | {c.sign_test.positive}/{c.sign_test.n - c.sign_test.positive} "
+                     f"({_p(c.sign_test.p)}) | "
+                     f"{tost} | {_num(c.detectable)} | **{c.verdict}** |")
+    if not report.contrasts:
+        lines.append("| – | no contrast has a seed finished by both arms yet | | | | | | | | | | |")
+    if report.noise_floors:
+        lines += ["", "Equivalent by construction (one algorithm; their difference is the A/A noise floor):", "",
+                  "| setting | pair | seeds | mean d ± sd |", "|---|---|---|---|"]
+        lines += [f"| {f.setting} | {f.first} − {f.second} | {len(f.seeds)} | {f.mean:+.4f} ± {_num(f.sd)} |"
+                  for f in report.noise_floors]
+    return [*lines, ""]
+
+
+def _table_lines(setting: str, table: SplitTable) -> list[str]:
+    score = ["score (100 × return)"] if table.graded else []
+    lines = [f"### {setting}: held-out split `{table.split}`", "",
+             "| arm | seeds | " + " | ".join([*score, "success: all", "invalid-action ratio", *table.families]) + " |",
+             "|---|---|" + "---|" * (len(score) + 2 + len(table.families))]
+    for arm, row in table.rows.items():
+        if not row.seeds and arm != WARM_START:
+            continue
+        cells = ([_mean_sd(row.score, 1)] if score else []) + [_mean_sd(row.success), _mean_sd(row.invalid)]
+        cells += [_mean_sd(row.families[f]) for f in table.families]
+        lines.append(f"| {arm} | {len(row.seeds)} | " + " | ".join(cells) + " |")
+    if table.left_out:
+        lines += ["", "Left out of this table's means (their seed not yet finished by every arm): "
+                  + "; ".join(f"{a} seed {', '.join(map(str, s))}" for a, s in table.left_out.items()) + "."]
+    return [*lines, ""]
+
+
+def markdown(report: CompareReport) -> str:
+    lines = ["# Learning comparison", "", f"Command: `{report.command}`. Every arm of a seed starts from the seed's "
+             "warm start and is evaluated on the same games with the same sampling stream; tables show mean ± sd "
+             "over the seeds every arm finished.", "", "Arms:", ""]
+    lines += [f"- **{name}**: `{a['estimator']}` {a['options'] or ''} (seeds {a['seeds']})"
+              + (f" — {a['note']}" if a["note"] else "") for name, a in report.arms.items()]
+    lines += ["", *_contrast_lines(report)]
+    for setting, splits in report.tables.items():
+        lines += [f"## {setting}", ""]
+        for table in splits.values():
+            lines += _table_lines(setting, table)
+        if report.timing.get(setting):
+            lines += ["Mean seconds per iteration (one thread per run):", "",
+                      "| arm | " + " | ".join(k.split("/")[1][:-2] for k in TIMING) + " |",
+                      "|---|" + "---|" * len(TIMING)]
+            lines += [f"| {arm} | " + " | ".join(f"{t[k]:.2f}" for k in TIMING) + " |"
+                      for arm, t in report.timing[setting].items()]
+            lines.append("")
+    if report.not_comparable:
+        lines += ["## Not comparable", "", "Finished from another warm start than their seed's recorded one, so "
+                  "left out (rerun their seed on one machine):", ""]
+        lines += [f"- {name}: warm start {ours}, the seed's {theirs}" for name, (ours, theirs)
+                  in report.not_comparable.items()]
+        lines.append("")
+    left = sum(len(v) for e in report.left_to_run.values() for v in e.values())
+    lines += ["## Left to run", "", f"{report.total_runs - left} of {report.total_runs} runs finished."]
+    lines += [f"- {setting}: " + "; ".join(f"{arm} seeds {', '.join(map(str, s))}" for arm, s in arms.items())
+              for setting, arms in report.left_to_run.items()]
+    return "\n".join(lines) + "\n"
+
+
+def plots(matrix: CompareMatrix, data: dict[str, SettingRecords], report: CompareReport, out_dir: Path) -> list[Path]:
+    plt = pyplot()
+    settings = [s.name for s in matrix.settings]
+    fig, axes = plt.subplots(1, len(settings), figsize=(6 * len(settings), 4), squeeze=False)
+    for ax, setting in zip(axes[0], settings, strict=True):
+        for arm in matrix.arms:
+            curves = [r.curve for r in data.get(setting, SettingRecords()).runs.get(arm.name, {}).values() if r.curve]
+            if not curves:
+                continue
+            n = min(len(c) for c in curves)
+            x = np.mean([[p.env_steps for p in c[:n]] for c in curves], axis=0)
+            y = np.array([[p.success for p in c[:n]] for c in curves])
+            ax.plot(x, y.mean(0), "o-", ms=3, label=f"{arm.name} ({len(curves)} seeds)")
+            if len(curves) > 1:
+                ax.fill_between(x, y.min(0), y.max(0), alpha=0.12)
+        ax.set_title(setting)
+        ax.set_xlabel("environment steps (training)")
+        ax.set_ylabel("held-out success (the run's eval split)")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    paths = [save_figure(fig, out_dir / "curves.png")]
+    width = max(len(t) for t in report.tables.values())
+    fig, axes = plt.subplots(len(settings), width, figsize=(4 * width, 3.4 * len(settings)), squeeze=False)
+    for i, setting in enumerate(settings):
+        tables = list(report.tables[setting].values())
+        for ax in axes[i][len(tables):]:
+            ax.set_axis_off()
+        for ax, table in zip(axes[i], tables, strict=False):
+            names = [a for a, row in table.rows.items() if row.success]
+            values = [np.array(table.rows[a].success, dtype=float) for a in names]
+            ax.bar(range(len(names)), [v.mean() for v in values], color="tab:blue", alpha=0.6)
+            for k, v in enumerate(values):
+                ax.scatter(np.full(len(v), k), v, color="k", s=8, zorder=3)
+            ax.set_xticks(range(len(names)), names, rotation=35, fontsize=7, ha="right")
+            ax.set_title(f"{setting}: {table.split}", fontsize=9)
+            ax.set_ylim(0, 1)
+            ax.grid(axis="y", alpha=0.3)
+    paths.append(save_figure(fig, out_dir / "final.png"))
+    return paths
+
+
+def write_compare_report(matrix: CompareMatrix, out_dir: str | Path, *, command: str) -> list[Path]:
+    """Write report.md, curves.png, final.png and result.json from the finished runs."""
+    out_dir = Path(out_dir)
+    data = collect(matrix)
+    report = build_report(matrix, command, data)
+    paths = [atomic_write(out_dir / "report.md", markdown(report))]
+    paths += plots(matrix, data, report, out_dir)
+    paths.append(write_result(out_dir / "result.json", report))
+    return paths
+
+
+__all__ = ["CompareReport", "build_report", "markdown", "plots", "write_compare_report"]

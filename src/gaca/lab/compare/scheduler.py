@@ -1,0 +1,119 @@
+"""Run a comparison matrix: ``parallel`` worker processes at a time, skipping finished runs, resuming the rest.
+
+    matrix = load_matrix("experiments/decisive/phase2/matrix.toml")
+    run_matrix(matrix, "experiments/decisive/phase2/matrix.toml")   # hours; interrupt, call again to continue
+    write_compare_report(matrix, out_dir, command=...)               # gaca.lab.compare.report
+
+Each run is a child process (``gaca.lab.compare.worker``). A run whose warm start another running
+run is computing waits for it, so that SFT is paid once per (setting, seed) and every arm starts from
+that policy. Ctrl-C (or SIGTERM) passes SIGTERM to the children, which checkpoint at their next
+iteration boundary, and returns when they have; a second one aborts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gaca.lab.compare.matrix import CompareMatrix, RunSpec
+from gaca.lab.compare.worker import run_spec_json
+
+logger = logging.getLogger(__name__)
+
+
+def run_finished(run: RunSpec) -> bool:
+    """Trained to its last iteration and evaluated on every split, and the seed's warm start evaluated
+    too: the records say so (the run directory may be gone)."""
+    record = run.record()
+    warm = run.matrix.store.warmstart(run.setting.name, run.seed)
+    return (record is not None and record.finished(run.eval_splits)
+            and all(s in warm.evaluations for s in run.eval_splits))
+
+
+def _log_path(run: RunSpec) -> Path:
+    return run.matrix.root_dir / "logs" / (run.name.replace("/", "__").replace(" ", "_") + ".log")
+
+
+def _start(run: RunSpec, matrix_file: str, overrides: list[str]) -> subprocess.Popen:
+    log_path = _log_path(run)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    spec_path = log_path.with_suffix(".json")
+    spec_path.write_text(json.dumps(run_spec_json(run, matrix_file, overrides), indent=1) + "\n")
+    log = open(log_path, "a")
+    log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start {run.name}\n")
+    log.flush()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "gaca.lab.compare.worker", str(spec_path)], stdout=log,
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def run_matrix(matrix: CompareMatrix, matrix_file: str = "", overrides: list[str] | None = None, *,
+               progress: bool = True, poll_s: float = 2.0) -> dict[str, str]:
+    """Run every unfinished run of ``matrix`` (loaded from ``matrix_file`` with ``overrides``; "" for
+    ``quick_matrix``), ``matrix.parallel`` at a time.
+
+    Returns:
+      run name -> "finished" | "failed (exit N, see LOG)" | "interrupted", for every run.
+    """
+    from gaca.train.run import Interrupt
+    from gaca.train.warmstart import WarmStartCache, warmstart_key
+
+    runs = matrix.runs()
+    configs = {run.name: run.config() for run in runs}  # every config error now, before any run starts
+    status = {run.name: "finished" for run in runs if run_finished(run)}
+    pending = [run for run in runs if run.name not in status]
+    keys = {run.name: (warmstart_key(configs[run.name]), WarmStartCache.of(configs[run.name]).path(configs[run.name]))
+            for run in pending}
+    running: dict[str, tuple[RunSpec, subprocess.Popen]] = {}
+
+    def ready(run: RunSpec) -> bool:  # unless another running run is computing the warm start it needs
+        key, path = keys[run.name]
+        return path.is_file() or all(keys[other][0] != key for other in running)
+
+    def stop_children() -> None:
+        for _, proc in running.values():
+            proc.terminate()  # SIGTERM: each run checkpoints at its next iteration boundary
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(runs), initial=len(status), desc="runs", unit="run", dynamic_ncols=True)
+    interrupt = Interrupt("stopping the runs at their next iteration boundary", on_first=stop_children)
+    with interrupt.installed():
+        while pending or running:
+            while not interrupt.requested and len(running) < matrix.parallel:
+                run = next((r for r in pending if ready(r)), None)
+                if run is None:
+                    break
+                pending.remove(run)
+                running[run.name] = (run, _start(run, matrix_file, list(overrides or [])))
+            for name, (run, proc) in list(running.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                del running[name]
+                if code == 0 and run_finished(run):
+                    status[name] = "finished"
+                elif interrupt.requested or code == 130:
+                    status[name] = "interrupted"
+                else:
+                    status[name] = f"failed (exit {code}, see {_log_path(run)})"
+                    logger.error("%s %s", name, status[name])
+                if bar is not None:
+                    bar.update(1)
+            if interrupt.requested and not running:
+                break
+            time.sleep(poll_s)
+    if bar is not None:
+        bar.close()
+    status.update({run.name: "interrupted" for run in pending})
+    return status
+
+
+__all__ = ["run_finished", "run_matrix"]

@@ -1,0 +1,159 @@
+"""One run of a comparison matrix, in its own process: ``python -m gaca.lab.compare.worker RUN.json``.
+
+RUN.json is what ``run_spec_json`` writes: the matrix file, the scratch root, and which (setting,
+arm, seed). The worker trains the run's config (``--resume`` when its directory holds a checkpoint,
+nothing when the checkpoint is final), evaluates the final policy on every held-out split (per-game
+outcomes, saved split by split in ``lab-eval.json`` so an interruption loses at most one split),
+writes the run's record, and evaluates the seed's warm start once per (setting, seed). SIGTERM from
+the scheduler ends training at the next iteration boundary, checkpointed (the trainer's own
+interrupt handling); the next call of the matrix resumes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from gaca.lab.compare.matrix import CompareMatrix, RunSpec, load_matrix, quick_matrix
+from gaca.lab.compare.records import RunRecord, SplitEvaluation, WarmStartRecord
+from gaca.persist import read_json, write_json
+
+logger = logging.getLogger(__name__)
+
+#: The run directory's evaluation file: the final policy's evaluation per split, as it is made.
+EVAL_FILE = "lab-eval.json"
+
+
+def run_spec_json(run: RunSpec, matrix_file: str, overrides: list[str]) -> dict[str, Any]:
+    """What the worker needs to rebuild ``run``: the matrix file ("" for ``quick_matrix``) and the
+    overrides it was loaded with, the scratch root, and which (setting, arm, seed)."""
+    m = run.matrix
+    return {"matrix": matrix_file, "overrides": list(overrides), "directory": m.directory, "root": str(m.root_dir),
+            "setting": run.setting.name, "arm": run.arm.name, "seed": run.seed}
+
+
+def load_run(spec: dict[str, Any], overrides: list[str] | None = None) -> RunSpec:
+    """The ``RunSpec`` a worker's JSON names."""
+    matrix: CompareMatrix = (load_matrix(spec["matrix"], overrides, root=spec["root"]) if spec["matrix"]
+                             else quick_matrix(spec["directory"], spec["root"]))
+    setting = next(s for s in matrix.settings if s.name == spec["setting"])
+    return RunSpec(matrix, setting, matrix.arm(spec["arm"]), int(spec["seed"]))
+
+
+def evaluate_splits(policy: Any, cfg: Any, splits: list[str], done: dict[str, SplitEvaluation],
+                    save: Any) -> dict[str, SplitEvaluation]:
+    """Evaluate ``policy`` on every split not in ``done``, calling ``save(done)`` after each."""
+    from gaca.train.run import eval_pool, run_eval
+
+    for split in splits:
+        if split in done:
+            continue
+        split_cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, eval_split=split))
+        with eval_pool(split_cfg) as pool:
+            done[split] = SplitEvaluation.of(run_eval(policy, pool, split_cfg))
+        save(done)
+        logger.info("%s: success %.3f", split, done[split].success())
+    return done
+
+
+def final_iteration(run_dir: Path) -> int | None:
+    """The iteration of the run's checkpoint (None: no checkpoint)."""
+    from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
+
+    if not (run_dir / CHECKPOINT_NAME).is_file():
+        return None
+    return int(load_checkpoint(run_dir)["trainer"]["iteration"])
+
+
+def train_and_evaluate(run: RunSpec) -> RunRecord | None:
+    """Train (or resume) the run to its last iteration, evaluate its final policy, save its record.
+
+    Returns the record, or None when training was interrupted (checkpointed).
+    """
+    from gaca.config import to_dict
+    from gaca.train.logger import read_metrics
+    from gaca.train.loop import train
+    from gaca.train.run import load_checkpoint_policy
+    from gaca.train.warmstart import WarmStartCache
+
+    cfg = run.config()
+    run_dir = Path(cfg.out_dir)
+    done = final_iteration(run_dir)
+    if done is None or done < cfg.iterations:
+        resume = done is not None
+        overwrite = not resume and run_dir.is_dir() and any(run_dir.iterdir())
+        logger.info("%s: %s", run.name, "resuming" if resume else "training")
+        if train(cfg, resume=resume, overwrite=overwrite).interrupted:
+            return None
+    policy, final_cfg = load_checkpoint_policy(run_dir)
+    saved = read_json(run_dir / EVAL_FILE, {})
+    evaluations = {s: SplitEvaluation.from_json(e) for s, e in saved.items()}
+    evaluations = evaluate_splits(policy, final_cfg, run.eval_splits, evaluations, lambda d: write_json(
+        run_dir / EVAL_FILE, {s: e.to_json() for s, e in d.items()}))
+    record = RunRecord.from_metrics(read_metrics(run_dir), to_dict(cfg), WarmStartCache.of(cfg).fingerprint(cfg),
+                                    evaluations, run.eval_splits)
+    run.save_record(record)
+    return record
+
+
+def evaluate_warm_start(run: RunSpec) -> WarmStartRecord:
+    """Evaluate the seed's warm start on every split its record lacks (the warm start from the cache, or
+    recomputed there when the cache is gone: a committed record's scratch root was cleaned)."""
+    from gaca.train.warmstart import WarmStartCache, warm_start
+
+    store, setting = run.matrix.store, run.setting.name
+    record = store.warmstart(setting, run.seed)
+    if all(s in record.evaluations for s in run.eval_splits):
+        return record
+    cfg = run.config()
+    policy, _ = warm_start(cfg, Path(cfg.out_dir) / "warmstart-eval")
+    ours = WarmStartCache.of(cfg).fingerprint(cfg)
+    if record.fingerprint is not None and ours != record.fingerprint:
+        raise WarmStartMismatch(f"{run.name}: the warm start computed here ({ours}) is not the seed's recorded one "
+                                f"({record.fingerprint}); CPU numerics differ between machines after thousands "
+                                "of SFT steps: finish this seed where it started, or delete its records")
+    record.fingerprint = ours
+    evaluate_splits(policy, cfg, run.eval_splits, record.evaluations,
+                    lambda _: store.save_warmstart(setting, run.seed, record))
+    store.save_warmstart(setting, run.seed, record)
+    return record
+
+
+class WarmStartMismatch(RuntimeError):
+    """A run's warm start is not its seed's recorded one (refused: its runs would not pair)."""
+
+
+def run_one(run: RunSpec) -> int:
+    """The whole job of one run (module docstring); the process's exit code."""
+    record = run.record()
+    if record is None or not record.finished(run.eval_splits):
+        record = train_and_evaluate(run)
+        if record is None:
+            return 130  # interrupted: checkpointed, resumed by the next call of the matrix
+    warm = evaluate_warm_start(run)
+    if record.warm_start != warm.fingerprint:
+        raise WarmStartMismatch(f"{run.name} started from warm start {record.warm_start}, not the seed's "
+                                f"recorded {warm.fingerprint}; delete the run's record and directory to rerun it")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the worker process."""
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scheduler sends SIGTERM; Ctrl-C goes to it alone
+    spec = json.loads(Path(args[0]).read_text())
+    return run_one(load_run(spec, spec.get("overrides")))
+
+
+__all__ = ["EVAL_FILE", "WarmStartMismatch", "evaluate_splits", "evaluate_warm_start", "final_iteration", "load_run",
+           "main", "run_one", "run_spec_json", "train_and_evaluate"]
+
+if __name__ == "__main__":  # pragma: no cover - the scheduler's child process
+    sys.exit(main())
