@@ -53,3 +53,14 @@ def test_remove_stale_tmp_clears_only_what_interrupted_writes_left(tmp_path):
     removed = remove_stale_tmp(tmp_path)
     assert sorted(p.name for p in removed) == [".checkpoint.pt.abc.tmp", ".games.def.tmp"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt", "keep.tmp"]
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        path = atomic_write(tmp_path / "f", b"x")
+    finally:
+        os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600: records and caches are shared

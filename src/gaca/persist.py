@@ -27,6 +27,13 @@ from typing import IO, Any
 TMP_SUFFIX = ".tmp"
 
 
+def _file_mode() -> int:
+    """The mode a newly created file gets under the process's umask (mkstemp's files are 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def _fsync_directory(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -54,6 +61,7 @@ def atomic_write(path: str | os.PathLike[str], content: str | bytes | Callable[[
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     tmp = Path(tmp_name)
     try:
+        os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as f:
             if callable(content):
                 content(f)
