@@ -39,7 +39,7 @@ from gaca.testing.generate_baseline import generate_baseline  # noqa: E402
 from gaca.train.config import load_config  # noqa: E402
 from gaca.train.schedule import iteration_generator, train_task_seeds  # noqa: E402
 from gaca.train.update import make_optimizer, ppo_update  # noqa: E402
-from gaca.train.warmstart import warm_start  # noqa: E402
+from gaca.train.warm_start import warm_start  # noqa: E402
 
 
 def best(fn, repeats: int):
@@ -75,7 +75,7 @@ def bare_update(policy, optimizer, batch, adv, micro: int, num_mb: int, perm: to
 def action_mode_costs(cfg, policy, state: dict, repeats: int) -> dict:
     """Seconds per step row of one iteration's rollout and update in each action mode (same seeds)."""
     seeds = train_task_seeds(cfg, 0)
-    adv_opts = cfg.advantage_options
+    adv_opts = cfg.advantage
     out: dict = {mode: {"rollout_s_per_row": float("inf"), "policy_s_per_row": float("inf"),
                         "update_s_per_row": float("inf")} for mode in ("generate", "choose")}
     with EnvPool.for_split(cfg.env, cfg.env.train_split, cfg.rollout.tasks_per_iter * cfg.rollout.group_size,
@@ -88,7 +88,7 @@ def action_mode_costs(cfg, policy, state: dict, repeats: int) -> dict:
                 batch = collect_rollouts(policy, pool, seeds, rollout_cfg,
                                          generator=iteration_generator(cfg.seed, 0))
                 t1 = time.perf_counter()
-                adv = compute_advantages(batch.steps, cfg.estimator, **adv_opts).advantage
+                adv = compute_advantages(batch.steps, cfg.estimator, adv_opts).advantage
                 t2 = time.perf_counter()
                 ppo_update(policy, make_optimizer(policy, cfg.ppo), batch, adv, cfg.ppo,
                            generator=torch.Generator().manual_seed(0))
@@ -162,11 +162,11 @@ def main() -> int:
         batch = collect_rollouts(policy, it_pool, train_task_seeds(cfg, 0), generating, generator=gen)
         t1 = time.perf_counter()
         calls1 = policy.forward_calls
-        adv = compute_advantages(batch.steps, name, **cfg.advantage_options)
+        adv = compute_advantages(batch.steps, name, cfg.advantage)
         t2 = time.perf_counter()
         upd = ppo_update(policy, opt, batch, adv.advantage, cfg.ppo, generator=gen)
         t3 = time.perf_counter()
-        t_adv = min(best(lambda n=name, b=batch: compute_advantages(b.steps, n, **cfg.advantage_options), 20)[0],
+        t_adv = min(best(lambda n=name, b=batch: compute_advantages(b.steps, n, cfg.advantage), 20)[0],
                     t2 - t1)
         iters[name] = {
             "rows": batch.num_rows, "rollout_s": t1 - t0, "advantage_s": t_adv, "update_s": t3 - t2,
@@ -180,7 +180,7 @@ def main() -> int:
 
     # 2. update throughput: ppo_update vs the bare loop, same batch, same micro-batches
     assert batch is not None
-    adv = compute_advantages(batch.steps, "gaca", **cfg.advantage_options).advantage
+    adv = compute_advantages(batch.steps, "gaca", cfg.advantage).advantage
     tokens = int(batch.rows.mask.sum()) * cfg.ppo.epochs
     num_mb = min(cfg.ppo.num_minibatches, batch.num_rows)
 

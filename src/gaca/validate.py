@@ -8,6 +8,8 @@ comparison would let it through).
 from __future__ import annotations
 
 import math
+import types
+import typing
 
 
 def number(name: str, value: object, lo: float | None = None, hi: float | None = None, *,
@@ -38,4 +40,20 @@ def choice(name: str, value: object, choices: tuple[object, ...] | list[object])
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
 
 
-__all__ = ["choice", "integer", "number"]
+def literal_fields(obj: object, prefix: str = "") -> None:
+    """``choice`` for every field of the dataclass ``obj`` annotated ``Literal[...]`` (or optional
+    ``Literal[...] | None``): the one check of a config's named choices, called from its ``__post_init__``.
+    ``prefix`` goes before the field's name in errors (``"rollout."`` -> ``rollout.anchor must be one of …``)."""
+    for name, annotation in typing.get_type_hints(type(obj)).items():
+        args = typing.get_args(annotation)
+        optional = typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args
+        literal = next((a for a in args if typing.get_origin(a) is typing.Literal), None) if optional \
+            else annotation if typing.get_origin(annotation) is typing.Literal else None
+        value = getattr(obj, name)
+        if literal is None or (optional and value is None):
+            continue
+        allowed = [*typing.get_args(literal), *([None] if optional else [])]
+        choice(prefix + name, value, allowed)
+
+
+__all__ = ["choice", "integer", "literal_fields", "number"]

@@ -25,13 +25,14 @@ from gaca.lab.compare import (
     write_compare_report,
 )
 from gaca.lab.compare.analysis import SettingRecords, collect, contrasts, left_to_run, split_table
-from gaca.lab.compare.records import TIMING, CurvePoint
+from gaca.lab.compare.records import CurvePoint
 from gaca.lab.compare.report import build_report, markdown
 from gaca.lab.compare.worker import EVAL_FILE, WarmStartMismatch, load_run, run_one, run_spec_json
 from gaca.persist import read_json
 from gaca.train import train
 from gaca.train.evaluate import GameOutcome
 from gaca.train.logger import read_metrics
+from gaca.train.timing import ITERATION_TIMES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,9 +57,9 @@ def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
         assert set(evaluations) == {"valid_seen", "unseen_rooms"} and len(evaluations["unseen_rooms"]["outcomes"]
                                                                              ["seed"]) == 4
     # every arm of the seed started from the one cached warm start
-    assert len(list((root / "warmstart").glob("warmstart-*.pt"))) == 1
+    assert len(list((root / "warm-start").glob("warm-start-*.pt"))) == 1
     assert read_metrics(gaca.out_dir)[0]["sft/cached"] == 1.0
-    warm = matrix.store.warmstart("quick", 0)
+    warm = matrix.store.warm_start("quick", 0)
     assert set(warm.evaluations) == {"valid_seen", "unseen_rooms"} and len(warm.fingerprint) == 16
     report = (out / "report.md").read_text()
     assert "| grpo | 1 |" in report and "| warm start | 1 |" in report and "held-out split `unseen_rooms`" in report
@@ -101,7 +102,7 @@ def test_records_outlive_the_run_directories(tmp_path):
     assert (tmp_path / "report2" / "report.md").read_text() == (tmp_path / "report1" / "report.md").read_text()
     # a seed's warm-start record lost too (its SFT cache is gone with the scratch root): recomputed and
     # evaluated, no run trained again, and the same record (same seed, same machine)
-    warm_path = later.store.warmstart_path("quick", 0)
+    warm_path = later.store.warm_start_path("quick", 0)
     warm = read_json(warm_path)
     warm_path.unlink()
     assert not run_finished(later.runs()[0])
@@ -138,7 +139,7 @@ def test_the_migrated_matrix_loads_and_bad_matrices_are_one_line_errors(tmp_path
     assert matrix.root_dir == Path("runs/2026-11-compare")  # scratch: never a path in the file
     assert matrix.store.directory == ROOT / "experiments" / "2026-11-compare" / "records"
     run = matrix.runs()[0]
-    assert run.config().sft.cache_dir == "runs/2026-11-compare/warmstart"
+    assert run.config().sft.cache_dir == "runs/2026-11-compare/warm-start"
     head = '[[settings]]\nname = "a"\npreset = "tiny-alfworld"\n'
     cases = {
         '[[arms]]\nname = "x"\nestimator = "nope"\n': "nope",
@@ -169,7 +170,7 @@ def _outcomes(returns, invalid=None, family="food"):
 def _record(splits: dict[str, list[float]], invalid: float = 0.0) -> RunRecord:
     final = {s: SplitEvaluation(_outcomes(r), {"eval/invalid_ratio": invalid}) for s, r in splits.items()}
     return RunRecord(config={}, warm_start=None, final=final, curve=[CurvePoint(1, 10.0, 0.5)],
-                     timing={k: 1.0 for k in TIMING}, iterations=1, complete=True)
+                     timing={k: 1.0 for k in ITERATION_TIMES}, iterations=1, complete=True)
 
 
 def _matrix(tmp_path, text: str) -> CompareMatrix:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gaca.policy import load_policy, sft_loss, sft_warmstart
+from gaca.policy import load_policy, sft_loss, sft_warm_start
 from gaca.policy.sft import LR_SCHEDULES
 from gaca.train.config import SFTConfig
 
@@ -16,7 +16,7 @@ def test_sft_lowers_loss_and_learns_the_format(tiny_config, tiny_tokenizer, corp
     policy = load_policy(tiny_config(), tokenizer=tiny_tokenizer)
     prompts, responses = corpus
     examples = list(zip(prompts, responses, strict=True))
-    stats = sft_warmstart(policy, examples, steps=50, lr=5e-3, batch_size=16, seed=0)
+    stats = sft_warm_start(policy, examples, steps=50, lr=5e-3, batch_size=16, seed=0)
     assert stats["steps"] == 50 and len(stats["losses"]) == 50
     assert stats["loss_final"] < 0.5 * stats["loss_initial"]
     assert sum(stats["losses"][-5:]) < sum(stats["losses"][:5])
@@ -37,16 +37,16 @@ def test_sft_is_seeded(tiny_config, tiny_tokenizer, corpus):
     runs = []
     for _ in range(2):
         policy = load_policy(tiny_config(), tokenizer=tiny_tokenizer)
-        runs.append(sft_warmstart(policy, examples, steps=4, lr=1e-3, batch_size=8, seed=7)["losses"])
+        runs.append(sft_warm_start(policy, examples, steps=4, lr=1e-3, batch_size=8, seed=7)["losses"])
     assert runs[0] == runs[1]
 
 
 def test_sft_zero_steps_and_lora(tiny_config, tiny_tokenizer, corpus):
     examples = list(zip(*corpus, strict=True))[:16]
     policy = load_policy(tiny_config(lora_rank=8), tokenizer=tiny_tokenizer)
-    zero = sft_warmstart(policy, examples, steps=0, lr=1e-3, batch_size=8, seed=0)
+    zero = sft_warm_start(policy, examples, steps=0, lr=1e-3, batch_size=8, seed=0)
     assert zero["loss_initial"] == pytest.approx(zero["loss_final"])
-    stats = sft_warmstart(policy, examples, steps=8, lr=1e-2, batch_size=8, seed=0)
+    stats = sft_warm_start(policy, examples, steps=8, lr=1e-2, batch_size=8, seed=0)
     assert stats["loss_final"] < stats["loss_initial"]
 
 
@@ -61,9 +61,9 @@ def test_sft_loss_is_token_mean(tiny_policy, corpus):
 
 def test_sft_rejects_empty(tiny_policy):
     with pytest.raises(ValueError):
-        sft_warmstart(tiny_policy, [], steps=1, lr=1e-3, batch_size=1, seed=0)
+        sft_warm_start(tiny_policy, [], steps=1, lr=1e-3, batch_size=1, seed=0)
     with pytest.raises(ValueError, match="empty response"):
-        sft_warmstart(tiny_policy, [("a prompt", "")], steps=1, lr=1e-3, batch_size=1, seed=0)
+        sft_warm_start(tiny_policy, [("a prompt", "")], steps=1, lr=1e-3, batch_size=1, seed=0)
 
 
 def test_lr_schedules_match_their_formulas():
@@ -85,10 +85,10 @@ def test_cosine_schedule_reaches_the_optimizer(tiny_config, tiny_tokenizer, corp
 
     monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
     policy = load_policy(tiny_config(), tokenizer=tiny_tokenizer)
-    sft_warmstart(policy, examples, steps=4, lr=1e-2, batch_size=8, seed=0, lr_schedule="cosine")
+    sft_warm_start(policy, examples, steps=4, lr=1e-2, batch_size=8, seed=0, lr_schedule="cosine")
     assert seen == pytest.approx([1e-2 * 0.5 * (1 + math.cos(math.pi * t / 4)) for t in range(4)])
     with pytest.raises(ValueError, match="lr_schedule"):
-        sft_warmstart(policy, examples, steps=1, lr=1e-3, batch_size=8, seed=0, lr_schedule="linear")
+        sft_warm_start(policy, examples, steps=1, lr=1e-3, batch_size=8, seed=0, lr_schedule="linear")
 
 
 def test_config_rejects_an_unknown_lr_schedule():

@@ -44,7 +44,7 @@ def test_peer_estimators_and_their_options_load_by_name():
     cfg = load_config(overrides=["estimator=empg", "advantage.empg_k=2", "advantage.uncertainty=nll",
                                  "advantage.empg_scope=group"])
     assert cfg.estimator == "empg" and cfg.advantage.empg_k == 2.0 and cfg.advantage.uncertainty == "nll"
-    assert cfg.advantage_options["empg_scope"] == "group"
+    assert cfg.advantage.empg_scope == "group"
     cfg = load_config(overrides=["estimator=hgpo", "advantage.hgpo_history=4", "advantage.hgpo_base=true"])
     assert cfg.advantage.hgpo_history == 4 and cfg.advantage.hgpo_base is True
     with pytest.raises(ConfigError, match=r"advantage\.hgpo_history must be an integer"):
@@ -135,7 +135,7 @@ def test_bad_configs_fail_at_load_with_one_line_naming_the_key():
         "estimator=gacaa": r"^estimator: unknown advantage estimator 'gacaa'; choices: \[",
         "advantage.mixture=additive advantage.w0=0": r"advantage: option w0=0.0 must be >= 0.001: mixture='additive'",
         "advantage.eps=0": r"option eps must be in \(0, inf\), got 0.0",
-        "advantage.kappa=-1": r"option kappa must be in \[0, inf\)",
+        "advantage.kappa=inf": r"option kappa must be finite, got inf",  # κ < 0 is allowed: the anti-GACA control
         "advantage.w0=nan": r"option w0 must be finite, got nan",
         "ppo.lr=nan": r"^ppo.lr must be finite, got nan",
         "advantage.gamma=abc": r"^advantage.gamma must be a number, got 'abc'",

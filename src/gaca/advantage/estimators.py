@@ -317,14 +317,17 @@ def hgpo(batch: StepBatch, layout: Layout, options: AdvantageOptions) -> Advanta
                    has_peer=terms.has_peer)
 
 
-def compute_advantages(batch: StepBatch, estimator: str = "gaca", **options: Any) -> AdvantageOutput:
+def compute_advantages(batch: StepBatch, estimator: str = "gaca", options: AdvantageOptions | None = None,
+                       **overrides: Any) -> AdvantageOutput:
     """Per-step advantages of ``batch`` by the registered ``estimator``.
 
     Args:
       batch:     the step table.
       estimator: a name in ``ESTIMATORS`` (grpo, rloo, gigpo, fixed_mix, gaca, empg, hgpo, or one
                  registered).
-      options:   ``AdvantageOptions`` fields by keyword (gamma, eps, norm, ...).
+      options:   the ``AdvantageOptions`` (None: the defaults).
+      overrides: ``AdvantageOptions`` fields by keyword (gamma, eps, norm, ...), on top of ``options``:
+                 ``compute_advantages(batch, "gaca", kappa=0.5)`` is the keyword form.
     Returns:
       ``AdvantageOutput``, every field [N] in the batch's row order.
     Raises:
@@ -333,7 +336,7 @@ def compute_advantages(batch: StepBatch, estimator: str = "gaca", **options: Any
     fn = ESTIMATORS[estimator]
     if not isinstance(batch, StepBatch):
         raise TypeError(f"compute_advantages expects a StepBatch, got {type(batch).__name__}")
-    resolved = AdvantageOptions.from_kwargs(**options)
+    resolved = AdvantageOptions.from_kwargs(**overrides) if options is None else options.replace(**overrides)
     with torch.no_grad():
         return fn(batch, trajectory_layout(batch), resolved)
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal
 
 from gaca import validate
 from gaca.advantage.criticality import Criticality
@@ -109,14 +108,7 @@ class AdvantageOptions:
     weights ('skip', as the authors' code does) or counted, pulling the mix towards 0 ('keep')."""
 
     def __post_init__(self) -> None:
-        for name, annotation in get_type_hints(type(self)).items():
-            optional = get_origin(annotation) in (Union, UnionType) and type(None) in get_args(annotation)
-            literal = next((a for a in get_args(annotation) if get_origin(a) is Literal), None) if optional \
-                else annotation if get_origin(annotation) is Literal else None
-            value = getattr(self, name)
-            if literal is not None and not (optional and value is None) and value not in get_args(literal):
-                allowed = [*get_args(literal), *([None] if optional else [])]
-                raise ValueError(f"option {name}={value!r} is not one of {allowed}")
+        validate.literal_fields(self, "option ")
         if self.conventions == "verl-agent" and self.episode_stats == "trajectory":
             raise ValueError("option episode_stats='trajectory' contradicts conventions='verl-agent' (which takes "
                              "episode statistics over step rows): leave episode_stats unset")
@@ -163,10 +155,14 @@ class AdvantageOptions:
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> AdvantageOptions:
         """Build from keywords; an unknown name is an error listing the valid ones."""
-        unknown = sorted(set(kwargs) - set(cls.names()))
+        return cls().replace(**kwargs)
+
+    def replace(self, **kwargs: Any) -> AdvantageOptions:
+        """A copy with the keyword fields changed (validated); an unknown name is an error listing the valid ones."""
+        unknown = sorted(set(kwargs) - set(self.names()))
         if unknown:
-            raise ValueError(f"unknown advantage option(s) {unknown}; valid options: {cls.names()}")
-        return cls(**kwargs)
+            raise ValueError(f"unknown advantage option(s) {unknown}; valid options: {self.names()}")
+        return dataclasses.replace(self, **kwargs) if kwargs else self
 
 
 __all__ = ["AdvantageOptions", "Conventions"]

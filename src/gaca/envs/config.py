@@ -67,6 +67,7 @@ class EnvConfig:
 
     def __post_init__(self) -> None:
         ENVIRONMENTS.check(self.name, "env.name")
+        validate.literal_fields(self, "env.")
         family = ENVIRONMENTS[self.name].config
         if not isinstance(self, family):
             raise ValueError(f"env.name={self.name!r} needs {family.__name__}, got {type(self).__name__}")

@@ -20,7 +20,7 @@ from gaca.policy.loading import (
 from gaca.policy.policy import CausalLMPolicy, SampleOutput, ScoreOutput
 from gaca.policy.protocol import Policy, SampledResponses, SamplingPolicy
 from gaca.policy.sampling import sampling_logprobs
-from gaca.policy.sft import sft_loss, sft_warmstart
+from gaca.policy.sft import sft_loss, sft_warm_start
 from gaca.policy.tokenizer import fit_tiny_tokenizer
 
 __all__ = [
@@ -44,6 +44,6 @@ __all__ = [
     "resolve_cache_dir",
     "sampling_logprobs",
     "sft_loss",
-    "sft_warmstart",
+    "sft_warm_start",
     "smollm2_gguf_path",
 ]

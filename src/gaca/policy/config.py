@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gaca import validate
+
 DType = Literal["float32", "bfloat16", "float16"]
 
 #: Names of the built-in model presets; anything else is a local Hugging Face model directory.
@@ -73,8 +75,7 @@ class PolicyConfig:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise ValueError(f"policy.device must be cpu, cuda or cuda:N, got {self.device!r}")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+        validate.literal_fields(self, "policy.")
         if self.lora_rank < 0:
             raise ValueError(f"lora_rank must be >= 0, got {self.lora_rank}")
         for name in ("tiny_hidden", "tiny_layers", "tiny_heads", "tiny_vocab", "tiny_max_positions",

@@ -144,7 +144,7 @@ class CausalLMPolicy:
 
         Instruct models with a chat template get ``text`` as one user turn plus the assistant
         header; models without one (``tiny``) get ``text`` unchanged. :meth:`sample` and
-        :func:`gaca.policy.sft_warmstart` take already-built prompts.
+        :func:`gaca.policy.sft_warm_start` take already-built prompts.
         """
         if not self.chat:
             return text
@@ -185,7 +185,7 @@ class CausalLMPolicy:
         Full fine-tuning: the frozen copy is refreshed from the current weights. LoRA: the adapters'
         update is merged into the base weights and the adapters are re-initialised (B = 0) in place,
         so the parameter objects (and ``trainable_parameters()``) stay the same while the
-        adapter-disabled model now equals the current policy. Called by ``sft_warmstart`` so that
+        adapter-disabled model now equals the current policy. Called by ``sft_warm_start`` so that
         the KL reference of RL is the warm-started policy.
         """
         if self.config.lora_rank == 0:

@@ -47,7 +47,7 @@ def sft_loss(policy: CausalLMPolicy, prompt_ids: list[torch.Tensor], responses: 
     return -(out.logprobs.sum() / mask.sum().to(out.logprobs.device))
 
 
-def sft_warmstart(
+def sft_warm_start(
     policy: CausalLMPolicy,
     examples: Sequence[tuple[str, str]],
     *,
@@ -79,7 +79,7 @@ def sft_warmstart(
       ``"tokens"`` (response tokens trained on), ``"seconds"``, ``"tokens_per_s"``.
     """
     if not examples:
-        raise ValueError("sft_warmstart needs at least one example")
+        raise ValueError("sft_warm_start needs at least one example")
     if steps < 0 or batch_size < 1 or lr <= 0:
         raise ValueError(f"need steps >= 0, batch_size >= 1, lr > 0; got {steps}, {batch_size}, {lr}")
     multiplier = LR_SCHEDULES[LR_SCHEDULES.check(lr_schedule, "lr_schedule")]

@@ -96,13 +96,14 @@ class RolloutConfig:
                         self.temperature, 0.0, None, lo_open=True)
         validate.number("rollout.top_p", self.top_p, 0.0, 1.0, lo_open=True)
         validate.number("rollout.invalid_penalty", self.invalid_penalty, 0.0)
-        if self.anchor not in ("observation", "observation+actions", "state"):
-            raise ValueError(f"rollout.anchor must be 'observation', 'observation+actions' or 'state', got "
-                             f"{self.anchor!r}")
+        validate.literal_fields(self, "rollout.")
         ACTION_MODES.check(self.action_mode, "rollout.action_mode")
-        validate.choice("rollout.choice_score", self.choice_score, ("sum", "mean"))
-        validate.choice("rollout.step_nll", self.step_nll, ("decision", "tokens"))
         validate.integer("rollout.max_candidates", self.max_candidates, 1)
+
+    def training_reward(self, step: Step) -> float:
+        """r_t of a recorded step as training counts it: the environment's reward, minus ``invalid_penalty``
+        when the step was invalid (the step table's ``reward``; the lab's Monte-Carlo returns)."""
+        return float(step.outcome.reward) - (self.invalid_penalty if step.invalid else 0.0)
 
     def prompt_format(self, intro: str) -> PromptFormat:
         """How these options render a turn, after the environment's ``intro`` line."""
@@ -179,8 +180,7 @@ def step_table(steps: list[Step], group_size: int, cfg: RolloutConfig) -> StepBa
         traj_id=torch.tensor([s.turn.episode for s in steps], dtype=torch.int64),
         step=torch.tensor([s.turn.step for s in steps], dtype=torch.int64),
         anchor=torch.tensor([hash_text(a) for a in texts], dtype=torch.int64),
-        reward=torch.tensor([s.outcome.reward - (cfg.invalid_penalty if s.invalid else 0.0) for s in steps],
-                            dtype=torch.float32),
+        reward=torch.tensor([cfg.training_reward(s) for s in steps], dtype=torch.float32),
         logprobs=pad_stack([r.float() for r in rows], width, 0.0),
         mask=pad_stack([torch.ones(r.shape[0], dtype=torch.bool) for r in rows], width, False),
         anchor_text=texts,

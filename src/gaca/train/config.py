@@ -12,7 +12,6 @@ components must fit together (``gaca.config``). ``gaca config show`` prints it w
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.resources
 import logging
 from dataclasses import dataclass, field
@@ -210,11 +209,6 @@ class TrainConfig:
         if self.policy.model == "tiny" and self.sft.episodes == 0:
             raise ValueError("policy.model='tiny' needs sft.episodes > 0: its tokenizer and warm start come from "
                              "expert trajectories")
-
-    @property
-    def advantage_options(self) -> dict[str, object]:
-        """``cfg.advantage`` as keywords of ``compute_advantages``."""
-        return {f.name: getattr(self.advantage, f.name) for f in dataclasses.fields(self.advantage)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from gaca.rollout import collect_rollouts
 from gaca.train.config import TrainConfig
 from gaca.train.metrics import iteration_metrics
 from gaca.train.run import TrainingRun, TrainResult
-from gaca.train.schedule import eval_due, iteration_generator, train_task_seeds
+from gaca.train.schedule import SHUFFLE_STREAM, TRAIN_STREAM, eval_due, iteration_generator, train_task_seeds
 from gaca.train.timing import Stopwatch
 from gaca.train.update import ppo_update
 
@@ -24,13 +24,16 @@ from gaca.train.update import ppo_update
 def iteration(run: TrainingRun, it: int) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
     """Training iteration ``it`` (0-based): its metrics and histograms."""
     cfg, clock = run.cfg, Stopwatch()
-    rng = iteration_generator(cfg.seed, it)  # this iteration's samples and minibatch order
+    samples = iteration_generator(cfg.seed, it, TRAIN_STREAM)  # this iteration's samples
+    shuffle = iteration_generator(cfg.seed, it, SHUFFLE_STREAM)  # and its minibatch order, independent of them
     with clock("rollout"):  # G tasks x N trajectories -> one row per step
-        batch = collect_rollouts(run.policy, run.train_pool, train_task_seeds(cfg, it), cfg.rollout, generator=rng)
+        batch = collect_rollouts(run.policy, run.train_pool, train_task_seeds(cfg, it), cfg.rollout,
+                                 generator=samples)
     with clock("advantage"):  # one scalar per step row; no model call
-        adv = compute_advantages(batch.steps, cfg.estimator, **cfg.advantage_options)
+        adv = compute_advantages(batch.steps, cfg.estimator, cfg.advantage)
     with clock("update"):  # epochs x minibatches of clipped PPO on the rollout's own log-probs
-        update = ppo_update(run.policy, run.optimizer, batch, adv.advantage, cfg.ppo, generator=rng, guard=run.guard)
+        update = ppo_update(run.policy, run.optimizer, batch, adv.advantage, cfg.ppo, generator=shuffle,
+                            guard=run.guard)
     evaluation = run.evaluate() if eval_due(cfg, it + 1) else None
     return iteration_metrics(batch, adv, update, clock, evaluation)
 

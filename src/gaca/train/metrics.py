@@ -5,20 +5,11 @@ from __future__ import annotations
 import torch
 
 from gaca.advantage import AdvantageOutput
+from gaca.advantage.diagnostics import advantage_diagnostics, advantage_histograms
 from gaca.rollout.collect import RolloutBatch
 from gaca.train.evaluate import EvalStats, summarize_episodes
 from gaca.train.timing import Stopwatch
 from gaca.train.update import UpdateStats
-
-
-def _stats(prefix: str, x: torch.Tensor) -> dict[str, float]:
-    x = x.detach().double()
-    return {
-        f"{prefix}_mean": float(x.mean()),
-        f"{prefix}_std": float(x.std()) if x.numel() > 1 else 0.0,
-        f"{prefix}_min": float(x.min()),
-        f"{prefix}_max": float(x.max()),
-    }
 
 
 def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
@@ -43,31 +34,10 @@ def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
     }
 
 
-def advantage_metrics(adv: AdvantageOutput) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
-    """adv/… scalars and the histograms (weight, criticality, advantage, NLL) of one AdvantageOutput."""
-    out: dict[str, float] = {}
-    out.update(_stats("adv/advantage", adv.advantage))
-    out.update(_stats("adv/weight", adv.weight))
-    out.update(_stats("adv/criticality", adv.criticality))
-    out["adv/episode_std"] = float(adv.episode.double().std()) if adv.episode.numel() > 1 else 0.0
-    out["adv/step_level_std"] = float(adv.step_level.double().std()) if adv.step_level.numel() > 1 else 0.0
-    out["adv/has_peer"] = float(adv.has_peer.double().mean())
-    out["adv/abs_mean"] = float(adv.advantage.double().abs().mean())
-    nll = adv.nll  # the step table's NLL: generate, the mean token NLL; choose, −log π(a|s) by default
-    out.update(_stats("adv/nll", nll))
-    hists = {
-        "adv/weight": adv.weight.detach().float(),
-        "adv/criticality": adv.criticality.detach().float(),
-        "adv/advantage": adv.advantage.detach().float(),
-        "adv/nll": nll.float(),
-    }
-    return out, hists
-
-
 def iteration_metrics(batch: RolloutBatch, adv: AdvantageOutput, update: UpdateStats, clock: Stopwatch,
                       evaluation: EvalStats | None = None) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
     """Every scalar metric of one iteration and its histograms (see docs/metrics.md)."""
-    adv_scalars, hists = advantage_metrics(adv)
+    adv_scalars, hists = advantage_diagnostics(adv), advantage_histograms(adv)
     t = clock.seconds
     core = t["rollout"] + t["advantage"] + t["update"]
     metrics = {
@@ -86,4 +56,4 @@ def iteration_metrics(batch: RolloutBatch, adv: AdvantageOutput, update: UpdateS
     return metrics, hists
 
 
-__all__ = ["advantage_metrics", "iteration_metrics", "rollout_metrics"]
+__all__ = ["iteration_metrics", "rollout_metrics"]

@@ -32,14 +32,12 @@ from gaca.train.evaluate import EvalStats, evaluate
 from gaca.train.logger import MetricsLogger
 from gaca.train.rundir import check_resumable, clear_run_files, preflight, remove_stale_tmp
 from gaca.train.schedule import EVAL_STREAM, checkpoint_due, eval_task_seeds, iteration_generator
-from gaca.train.timing import Stopwatch
+from gaca.train.timing import ITERATION_TIMES, Stopwatch
 from gaca.train.update import NonFiniteGuard, make_optimizer
-from gaca.train.warmstart import warm_start
+from gaca.train.warm_start import warm_start
 
 logger = logging.getLogger(__name__)
 
-#: Keys whose per-iteration means ``TrainResult.timing`` reports.
-TIMING_KEYS = ("time/rollout_s", "time/advantage_s", "time/update_s", "time/eval_s", "time/iteration_s")
 
 
 @dataclass
@@ -223,7 +221,7 @@ class TrainingRun:
         self.state.iteration += 1
         self.log.log(self.state.iteration, metrics, histograms)
         self.result.last_metrics = metrics
-        for k in TIMING_KEYS:
+        for k in ITERATION_TIMES:
             self._timing[k] = self._timing.get(k, 0.0) + metrics.get(k, 0.0)
         if "eval/success" in metrics:
             self.result.eval_after = {k: v for k, v in metrics.items() if k.startswith("eval/")}

@@ -11,12 +11,13 @@ import torch
 
 from gaca.train.config import TrainConfig
 
-TRAIN_STREAM, EVAL_STREAM, TASK_STREAM = 0, 1, 2
+TRAIN_STREAM, EVAL_STREAM, TASK_STREAM, SHUFFLE_STREAM = 0, 1, 2, 3
 
 
 def iteration_generator(seed: int, iteration: int, stream: int = TRAIN_STREAM) -> torch.Generator:
-    """The RNG of iteration ``iteration`` on ``stream`` (training samples and minibatch order; the
-    evaluation stream, always used at iteration 0; the task draw)."""
+    """The RNG of iteration ``iteration`` on ``stream``: the training samples; the evaluation stream
+    (always used at iteration 0); the task draw; the update's minibatch order. Streams are independent,
+    so changing how many samples a rollout draws does not change the update's minibatches."""
     return torch.Generator().manual_seed((seed * 1_000_003 + iteration) * 4 + stream)
 
 
@@ -45,4 +46,5 @@ def checkpoint_due(cfg: TrainConfig, done: int) -> bool:
     return done == cfg.iterations or (cfg.checkpoint_every > 0 and done % cfg.checkpoint_every == 0)
 
 
-__all__ = ["checkpoint_due", "eval_due", "eval_task_seeds", "iteration_generator", "train_task_seeds"]
+__all__ = ["EVAL_STREAM", "SHUFFLE_STREAM", "TASK_STREAM", "TRAIN_STREAM", "checkpoint_due", "eval_due",
+           "eval_task_seeds", "iteration_generator", "train_task_seeds"]

@@ -6,6 +6,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+#: The per-iteration time metrics (seconds) a run's summary and the lab's records average.
+ITERATION_TIMES = ("time/rollout_s", "time/advantage_s", "time/update_s", "time/eval_s", "time/iteration_s")
+
 
 class Stopwatch:
     """``with clock("rollout"): ...`` adds the section's seconds to ``clock.seconds["rollout"]``."""
@@ -27,4 +30,4 @@ class Stopwatch:
         return time.perf_counter() - self.started
 
 
-__all__ = ["Stopwatch"]
+__all__ = ["ITERATION_TIMES", "Stopwatch"]

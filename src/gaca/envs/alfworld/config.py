@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from gaca import validate
 from gaca.envs.config import EnvConfig
 
 #: The six ALFWorld task families, in ALFWorld's own order (``alfred_tw_env.TASK_TYPES``).
@@ -83,8 +84,7 @@ class GenConfig:
             raise ValueError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
         if not 1 <= self.unseen_rooms_per_type <= 10:
             raise ValueError(f"unseen_rooms_per_type must be in [1, 10], got {self.unseen_rooms_per_type}")
-        if self.checker not in ("planner", "native"):
-            raise ValueError(f"checker must be 'planner' or 'native', got {self.checker!r}")
+        validate.literal_fields(self, "env.generator.")
 
     def key(self) -> str:
         """Short stable hash of the knobs and the generator version (names the cache directory)."""

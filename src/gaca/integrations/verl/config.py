@@ -20,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import Any, Literal
 
+from gaca import validate
 from gaca.advantage import AdvantageOptions
 
 BatchLayout = Literal["auto", "step", "trajectory"]
@@ -69,10 +70,7 @@ class VerlSettings:
             from gaca.advantage import ESTIMATORS
 
             ESTIMATORS.check(self.estimator, "algorithm.gaca.estimator")
-        for name, annotation in get_type_hints(type(self)).items():
-            choices = get_args(annotation) if get_origin(annotation) is Literal else ()
-            if choices and getattr(self, name) not in choices:
-                raise ValueError(f"algorithm.gaca.{name}={getattr(self, name)!r} is not one of {list(choices)}")
+        validate.literal_fields(self, "algorithm.gaca.")
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from gaca.advantage import AdvantageOptions, AdvantageOutput, compute_advantages, estimator_inputs
+from gaca.advantage.diagnostics import advantage_diagnostics
 from gaca.integrations.verl.config import resolve_config
 from gaca.integrations.verl.tables import StepTable, build_step_table, record_rollout_steps
 
@@ -69,17 +70,8 @@ class VerlAdvantage:
     table: StepTable
 
     def metrics(self) -> dict[str, float]:
-        """Scalar diagnostics with namespaced keys (``adv/...``), means over step rows."""
-        out = self.output
-        return {
-            "adv/steps": float(len(self.table.batch)),
-            "adv/mean": float(out.advantage.mean()),
-            "adv/episode_abs_mean": float(out.episode.abs().mean()),
-            "adv/step_level_abs_mean": float(out.step_level.abs().mean()),
-            "adv/weight_mean": float(out.weight.mean()),
-            "adv/peer_frac": float(out.has_peer.float().mean()),
-            "adv/criticality_abs_mean": float(out.criticality.abs().mean()),
-        }
+        """The ``adv/…`` diagnostics, named as the trainer logs them (``gaca.advantage.diagnostics``)."""
+        return advantage_diagnostics(self.output)
 
 
 def estimator_name(adv_estimator: Any) -> str:
@@ -113,7 +105,7 @@ def gaca_advantage(
     name = resolved.settings.estimator or estimator
     table = build_step_table(data, resolved.settings, need_text=options.similarity is not None, gamma=options.gamma,
                              penalty_in_returns=options.conventions == "gaca", needs=estimator_inputs(name))
-    output = compute_advantages(table.batch, name, **resolved.options)
+    output = compute_advantages(table.batch, name, options)
     dtype = data.batch["token_level_rewards"].dtype
     advantages = table.to_tokens(output.advantage).to(dtype)
     return VerlAdvantage(advantages=advantages, output=output, table=table)

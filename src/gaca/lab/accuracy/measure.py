@@ -57,7 +57,8 @@ def measure_accuracy(checkpoint: str | Path, cfg: AccuracyConfig) -> AccuracyDat
     table = batch.steps
     base = dataclasses.asdict(run_cfg.advantage)
     settings = {s.label: EstimatorSetting(s.label, s.estimator, {**base, **s.options}) for s in estimator_grid()}
-    outputs = {label: compute_advantages(table, s.estimator, **s.options) for label, s in settings.items()}
+    outputs = {s.label: compute_advantages(table, s.estimator, run_cfg.advantage, **s.options)
+               for s in estimator_grid()}
     default = outputs[DEFAULT_GACA]
 
     traj = table.traj_id.numpy()
@@ -77,15 +78,11 @@ def measure_accuracy(checkpoint: str | Path, cfg: AccuracyConfig) -> AccuracyDat
         turn = episode.steps[t].turn
         recorded.append(RecordedStep(episode.seed, tuple(actions[:t]), actions[t], float(rewards[i]),
                                      turn.observation, tuple(turn.admissible_actions)))
-    penalty = rollout.invalid_penalty
-
-    def step_reward(s) -> float:
-        return float(s.outcome.reward) - (penalty if s.invalid else 0.0)
-
     with torch.no_grad(), EnvPool.for_split(env, split, cfg.num_envs, num_games=num_games) as pool:
         agent = rollout.agent(policy, pool, torch.Generator().manual_seed(cfg.seed + 1))
         truth = monte_carlo_truth(pool, recorded, agent, continuations=cfg.continuations,
-                                  gamma=float(base["gamma"]), step_reward=step_reward, progress=cfg.progress)
+                                  gamma=float(base["gamma"]), step_reward=rollout.training_reward,
+                                  progress=cfg.progress)
     entropy = table.entropy.double().numpy() if table.entropy is not None else np.full(len(step), np.nan)
     steps = ScoredSteps(
         row=chosen, group=table.group_id.numpy()[chosen], traj=traj[chosen], step=step[chosen],

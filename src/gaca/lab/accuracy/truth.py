@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from gaca.advantage.criticality import response_nll
 from gaca.envs.episodes import Agent, Episode, ReplayAgent, play_episodes
 from gaca.envs.pool import EnvPool
 from gaca.lab import stats
@@ -131,10 +132,12 @@ class _CountingAgent:
 
 
 def _nll(payload: object) -> float:
+    """The step NLL of a decision's payload (its step-table row's ``response_nll``); NaN without log-probs."""
     logprobs = getattr(payload, "logprobs", None)
     if logprobs is None or len(logprobs) == 0:
         return math.nan
-    return float(-torch.as_tensor(logprobs, dtype=torch.float64).mean())
+    row = torch.as_tensor(logprobs, dtype=torch.float64)
+    return float(response_nll(row.sum()[None], torch.tensor([row.numel()]))[0])
 
 
 def _mean_se(values: list[float], lo: float, hi: float) -> tuple[float, float]:

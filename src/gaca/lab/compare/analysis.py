@@ -26,7 +26,8 @@ import numpy as np
 
 from gaca.lab import stats
 from gaca.lab.compare.matrix import CompareMatrix, SettingSpec
-from gaca.lab.compare.records import TIMING, RunRecord, SplitEvaluation, WarmStartRecord
+from gaca.lab.compare.records import RunRecord, SplitEvaluation, WarmStartRecord
+from gaca.train.timing import ITERATION_TIMES
 
 WARM_START = "warm start"
 
@@ -48,7 +49,7 @@ def collect(matrix: CompareMatrix) -> dict[str, SettingRecords]:
     for run in matrix.runs():
         record = run.record()
         entry = out.setdefault(run.setting.name, SettingRecords())
-        warm = store.warmstart(run.setting.name, run.seed)
+        warm = store.warm_start(run.setting.name, run.seed)
         if warm.evaluations:
             entry.warm[run.seed] = warm
         if record is None:
@@ -243,12 +244,12 @@ def noise_floors(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> list
 
 
 def timing(matrix: CompareMatrix, records: SettingRecords, splits: list[str]) -> dict[str, dict[str, float]]:
-    """Per arm, mean seconds per iteration of each ``TIMING`` key over its finished runs."""
+    """Per arm, mean seconds per iteration of each ``ITERATION_TIMES`` key over its finished runs."""
     out = {}
     for arm, runs in records.runs.items():
         done = [r for r in runs.values() if r.finished(splits)]
         if done:
-            out[arm] = {k: float(np.nanmean([r.timing.get(k, math.nan) for r in done])) for k in TIMING}
+            out[arm] = {k: float(np.nanmean([r.timing.get(k, math.nan) for r in done])) for k in ITERATION_TIMES}
     return out
 
 

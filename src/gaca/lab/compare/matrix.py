@@ -22,7 +22,7 @@
 Run (setting s, arm a, seed k) lives in ``<root>/s/a/seed<k>`` (scratch; the root is given on the
 command line, default ``runs/<matrix directory name>``); its config is the setting's preset plus its
 overrides plus the arm's ``estimator`` and ``advantage.*`` options, ``seed=k`` and the lab's own
-settings (one thread, no progress bar, the shared warm-start cache ``<root>/warmstart``). Every arm
+settings (one thread, no progress bar, the shared warm-start cache ``<root>/warm-start``). Every arm
 of a seed starts from the same warm-start policy and is evaluated on the same held-out games with
 the same sampling stream: the differences between arms are paired. Records (``records/`` next to the
 matrix file) are what is committed.
@@ -114,6 +114,7 @@ class AnalysisSpec:
     constant scale on every row with a peer): their difference is an A/A noise floor."""
 
     def __post_init__(self) -> None:
+        validate.literal_fields(self, "analysis.")
         validate.number("analysis.margin", self.margin, 0.0)
         validate.number("analysis.alpha", self.alpha, 0.0, 0.5, lo_open=True, hi_open=True)
         for pair in [*self.contrasts, *self.equivalent_by_construction]:
@@ -165,8 +166,8 @@ class CompareMatrix:
         return Path(self.root) if self.root else Path("runs") / Path(self.directory).resolve().name
 
     @property
-    def warmstart_dir(self) -> Path:
-        return self.root_dir / "warmstart"
+    def warm_start_dir(self) -> Path:
+        return self.root_dir / "warm-start"
 
     @property
     def store(self) -> RecordStore:
@@ -210,7 +211,7 @@ class RunSpec:
         return self.matrix.splits_of(self.setting)
 
     def overrides(self) -> list[str]:
-        cache = json.dumps(str(self.matrix.warmstart_dir))
+        cache = json.dumps(str(self.matrix.warm_start_dir))
         return [*self.setting.overrides, *self.arm.overrides(), f"seed={self.seed}",
                 f"out_dir={json.dumps(str(self.out_dir))}", f"sft.cache_dir={cache}", *LAB_OVERRIDES]
 

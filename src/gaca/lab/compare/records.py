@@ -4,7 +4,7 @@
                                                   per-game outcomes; the learning curve; the
                                                   training series; mean time per iteration; the
                                                   run's config; the fingerprint of its warm start
-    <records>/<setting>/warmstart-seed<k>.json    WarmStartRecord: the seed's warm start's evaluation
+    <records>/<setting>/warm-start-seed<k>.json   WarmStartRecord: the seed's warm start's evaluation
                                                   per split; its fingerprint
 
 A run directory holds checkpoints and logs (megabytes); a record is ~100 kB of JSON written when the
@@ -25,9 +25,8 @@ import numpy as np
 
 from gaca.persist import read_json, write_json
 from gaca.train.evaluate import EvalStats, GameOutcome
+from gaca.train.timing import ITERATION_TIMES
 
-#: Timing metrics a record averages over a run's iterations (iteration 0 is the warm start's evaluation).
-TIMING = ("time/rollout_s", "time/advantage_s", "time/update_s", "time/eval_s", "time/iteration_s")
 #: Training-rollout metrics a record keeps per iteration (``RunRecord.training``).
 TRAINING = ("env/success", "env/invalid_ratio", "policy/nll", "env/episode_length", "adv/nll_mean")
 
@@ -94,7 +93,7 @@ class RunRecord:
     training: dict[str, list[float]] = field(default_factory=dict)
     """Per ``TRAINING`` key, its value at each training iteration."""
     timing: dict[str, float] = field(default_factory=dict)
-    """Mean seconds per iteration of each ``TIMING`` key."""
+    """Mean seconds per iteration of each ``ITERATION_TIMES`` key."""
     iterations: int = 0
     complete: bool = False
     """Trained to its last iteration and evaluated on every split."""
@@ -125,7 +124,7 @@ class RunRecord:
             if "eval/success" in m:
                 curve.append(CurvePoint(int(m["iteration"]), steps, float(m["eval/success"])))
         trained = [m for m in metrics if m.get("iteration", 0) > 0]
-        timing = {k: float(np.mean([m[k] for m in trained if k in m] or [math.nan])) for k in TIMING}
+        timing = {k: float(np.mean([m[k] for m in trained if k in m] or [math.nan])) for k in ITERATION_TIMES}
         return cls(config=config, warm_start=warm_start, final=final, curve=curve,
                    training=training_series(metrics), timing=timing,
                    iterations=int(metrics[-1]["iteration"]) if metrics else 0,
@@ -164,8 +163,8 @@ class RecordStore:
     def run_path(self, setting: str, arm: str, seed: int) -> Path:
         return self.directory / setting / f"{_file_name(arm)}-seed{seed}.json"
 
-    def warmstart_path(self, setting: str, seed: int) -> Path:
-        return self.directory / setting / f"warmstart-seed{seed}.json"
+    def warm_start_path(self, setting: str, seed: int) -> Path:
+        return self.directory / setting / f"warm-start-seed{seed}.json"
 
     def run(self, setting: str, arm: str, seed: int) -> RunRecord | None:
         data = read_json(self.run_path(setting, arm, seed))
@@ -174,12 +173,12 @@ class RecordStore:
     def save_run(self, setting: str, arm: str, seed: int, record: RunRecord) -> Path:
         return write_json(self.run_path(setting, arm, seed), record.to_json(), indent=None)
 
-    def warmstart(self, setting: str, seed: int) -> WarmStartRecord:
-        data = read_json(self.warmstart_path(setting, seed))
+    def warm_start(self, setting: str, seed: int) -> WarmStartRecord:
+        data = read_json(self.warm_start_path(setting, seed))
         return WarmStartRecord() if data is None else WarmStartRecord.from_json(data)
 
-    def save_warmstart(self, setting: str, seed: int, record: WarmStartRecord) -> Path:
-        return write_json(self.warmstart_path(setting, seed), record.to_json(), indent=None)
+    def save_warm_start(self, setting: str, seed: int, record: WarmStartRecord) -> Path:
+        return write_json(self.warm_start_path(setting, seed), record.to_json(), indent=None)
 
 
 def _file_name(arm: str) -> str:
@@ -188,5 +187,5 @@ def _file_name(arm: str) -> str:
     return safe.strip("_") or "arm"
 
 
-__all__ = ["TIMING", "TRAINING", "CurvePoint", "RecordStore", "RunRecord", "SplitEvaluation", "WarmStartRecord",
+__all__ = ["TRAINING", "CurvePoint", "RecordStore", "RunRecord", "SplitEvaluation", "WarmStartRecord",
            "training_series"]

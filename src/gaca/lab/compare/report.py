@@ -32,9 +32,9 @@ from gaca.lab.compare.analysis import (
     timing,
 )
 from gaca.lab.compare.matrix import CompareMatrix
-from gaca.lab.compare.records import TIMING
 from gaca.lab.figures import pyplot, save_figure, write_result
 from gaca.persist import atomic_write
+from gaca.train.timing import ITERATION_TIMES
 
 
 @dataclass
@@ -153,9 +153,9 @@ def markdown(report: CompareReport) -> str:
             lines += _table_lines(setting, table)
         if report.timing.get(setting):
             lines += ["Mean seconds per iteration (one thread per run):", "",
-                      "| arm | " + " | ".join(k.split("/")[1][:-2] for k in TIMING) + " |",
-                      "|---|" + "---|" * len(TIMING)]
-            lines += [f"| {arm} | " + " | ".join(f"{t[k]:.2f}" for k in TIMING) + " |"
+                      "| arm | " + " | ".join(k.split("/")[1][:-2] for k in ITERATION_TIMES) + " |",
+                      "|---|" + "---|" * len(ITERATION_TIMES)]
+            lines += [f"| {arm} | " + " | ".join(f"{t[k]:.2f}" for k in ITERATION_TIMES) + " |"
                       for arm, t in report.timing[setting].items()]
             lines.append("")
     if report.not_comparable:

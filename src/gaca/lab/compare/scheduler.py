@@ -30,7 +30,7 @@ def run_finished(run: RunSpec) -> bool:
     """Trained to its last iteration and evaluated on every split, and the seed's warm start evaluated
     too: the records say so (the run directory may be gone)."""
     record = run.record()
-    warm = run.matrix.store.warmstart(run.setting.name, run.seed)
+    warm = run.matrix.store.warm_start(run.setting.name, run.seed)
     return (record is not None and record.finished(run.eval_splits)
             and all(s in warm.evaluations for s in run.eval_splits))
 
@@ -61,13 +61,13 @@ def run_matrix(matrix: CompareMatrix, matrix_file: str = "", overrides: list[str
       run name -> "finished" | "failed (exit N, see LOG)" | "interrupted", for every run.
     """
     from gaca.train.run import Interrupt
-    from gaca.train.warmstart import WarmStartCache, warmstart_key
+    from gaca.train.warm_start import WarmStartCache, warm_start_key
 
     runs = matrix.runs()
     configs = {run.name: run.config() for run in runs}  # every config error now, before any run starts
     status = {run.name: "finished" for run in runs if run_finished(run)}
     pending = [run for run in runs if run.name not in status]
-    keys = {run.name: (warmstart_key(configs[run.name]), WarmStartCache.of(configs[run.name]).path(configs[run.name]))
+    keys = {run.name: (warm_start_key(configs[run.name]), WarmStartCache.of(configs[run.name]).path(configs[run.name]))
             for run in pending}
     running: dict[str, tuple[RunSpec, subprocess.Popen]] = {}
 

@@ -79,7 +79,7 @@ def train_and_evaluate(run: RunSpec) -> RunRecord | None:
     from gaca.train.logger import read_metrics
     from gaca.train.loop import train
     from gaca.train.run import load_checkpoint_policy
-    from gaca.train.warmstart import WarmStartCache
+    from gaca.train.warm_start import WarmStartCache
 
     cfg = run.config()
     run_dir = Path(cfg.out_dir)
@@ -104,14 +104,14 @@ def train_and_evaluate(run: RunSpec) -> RunRecord | None:
 def evaluate_warm_start(run: RunSpec) -> WarmStartRecord:
     """Evaluate the seed's warm start on every split its record lacks (the warm start from the cache, or
     recomputed there when the cache is gone: a committed record's scratch root was cleaned)."""
-    from gaca.train.warmstart import WarmStartCache, warm_start
+    from gaca.train.warm_start import WarmStartCache, warm_start
 
     store, setting = run.matrix.store, run.setting.name
-    record = store.warmstart(setting, run.seed)
+    record = store.warm_start(setting, run.seed)
     if all(s in record.evaluations for s in run.eval_splits):
         return record
     cfg = run.config()
-    policy, _ = warm_start(cfg, Path(cfg.out_dir) / "warmstart-eval")
+    policy, _ = warm_start(cfg, Path(cfg.out_dir) / "warm-start-eval")
     ours = WarmStartCache.of(cfg).fingerprint(cfg)
     if record.fingerprint is not None and ours != record.fingerprint:
         raise WarmStartMismatch(f"{run.name}: the warm start computed here ({ours}) is not the seed's recorded one "
@@ -119,8 +119,8 @@ def evaluate_warm_start(run: RunSpec) -> WarmStartRecord:
                                 "of SFT steps: finish this seed where it started, or delete its records")
     record.fingerprint = ours
     evaluate_splits(policy, cfg, run.eval_splits, record.evaluations,
-                    lambda _: store.save_warmstart(setting, run.seed, record))
-    store.save_warmstart(setting, run.seed, record)
+                    lambda _: store.save_warm_start(setting, run.seed, record))
+    store.save_warm_start(setting, run.seed, record)
     return record
 
 

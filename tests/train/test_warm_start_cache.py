@@ -7,7 +7,7 @@ import torch
 from gaca.train import train
 from gaca.train.checkpoint import load_checkpoint
 from gaca.train.logger import read_metrics
-from gaca.train.warmstart import WarmStartCache, warmstart_key
+from gaca.train.warm_start import WarmStartCache, warm_start_key
 from tests.small_run import small_config
 
 VOLATILE = ("sft/seconds", "sft/tokens_per_s", "sft/cached", "time/", "perf/")
@@ -24,12 +24,12 @@ def _tensors(state):
 
 
 def test_a_cached_warm_start_gives_the_same_run(tmp_path, cache):
-    store = tmp_path / "warmstarts"
+    store = tmp_path / "warm-starts"
     first = small_config(tmp_path / "a", cache, f"sft.cache_dir={str(store)!r}", "threads=1")
     train(first)
-    assert [p.name for p in store.iterdir()] == [f"warmstart-{warmstart_key(first)}.pt"]
+    assert [p.name for p in store.iterdir()] == [f"warm-start-{warm_start_key(first)}.pt"]
     second = small_config(tmp_path / "b", cache, f"sft.cache_dir={str(store)!r}", "threads=1", "estimator=grpo")
-    assert warmstart_key(second) == warmstart_key(first)  # the estimator is not part of the warm start
+    assert warm_start_key(second) == warm_start_key(first)  # the estimator is not part of the warm start
     train(small_config(tmp_path / "c", cache, f"sft.cache_dir={str(store)!r}", "threads=1"))
     a, c = read_metrics(tmp_path / "a"), read_metrics(tmp_path / "c")
     assert c[0]["sft/cached"] == 1.0 and "sft/cached" not in a[0]
@@ -38,7 +38,7 @@ def test_a_cached_warm_start_gives_the_same_run(tmp_path, cache):
     wc = load_checkpoint(tmp_path / "c")["policy"].state
     assert _tensors(wa) and all(torch.equal(x, y) for x, y in zip(_tensors(wa), _tensors(wc), strict=True))
     other = small_config(tmp_path / "d", cache, f"sft.cache_dir={str(store)!r}", "seed=1")
-    assert warmstart_key(other) != warmstart_key(first)
+    assert warm_start_key(other) != warm_start_key(first)
 
 
 def test_the_fingerprint_tells_warm_starts_apart_by_their_last_bit(tmp_path, cache):
@@ -52,12 +52,12 @@ def test_the_fingerprint_tells_warm_starts_apart_by_their_last_bit(tmp_path, cac
     assert fingerprint({**state, "b": nudged}, {"tokenizer.json": b"{}"}) != base
     assert fingerprint({**state, "b": state["b"].reshape(3, 2)}, {"tokenizer.json": b"{}"}) != base  # shape
     assert fingerprint(state, {"tokenizer.json": b"{ }"}) != base
-    store = tmp_path / "warmstarts"
+    store = tmp_path / "warm-starts"
     cfg = small_config(tmp_path / "a", cache, f"sft.cache_dir={str(store)!r}", "threads=1", "iterations=0")
     cache = WarmStartCache.of(cfg)
     assert cache.fingerprint(cfg) is None
     train(cfg)
-    saved = torch.load(store / f"warmstart-{warmstart_key(cfg)}.pt", weights_only=False)
+    saved = torch.load(store / f"warm-start-{warm_start_key(cfg)}.pt", weights_only=False)
     assert cache.fingerprint(cfg) == fingerprint(saved["policy"]["state"], saved["policy"]["tokenizer_files"])
     # the run's checkpoint carries that same policy: the fingerprint the lab pins its records to
     assert load_checkpoint(tmp_path / "a")["policy"].fingerprint == cache.fingerprint(cfg)

@@ -6,7 +6,7 @@ those prompts and responses, and the policy is fine-tuned on the examples. A cop
 tokenizer is written to ``run_dir/tokenizer`` for people to read; the run's checkpoints carry it.
 
 With ``sft.cache_dir`` set, the result (a ``PolicyArtifact`` and the SFT summary) is kept in a
-``WarmStartCache`` there, under a key of everything it depends on (``warmstart_key``), and a later
+``WarmStartCache`` there, under a key of everything it depends on (``warm_start_key``), and a later
 run with the same key loads it: the same policy, SFT paid once. Everything after the warm start
 draws from its own seeded generators, so a run from the cache repeats the run that filled it exactly.
 """
@@ -26,7 +26,7 @@ import torch
 from gaca.config import to_dict
 from gaca.envs import ENVIRONMENTS, EnvPool
 from gaca.persist import atomic_write
-from gaca.policy import CausalLMPolicy, PolicyArtifact, fit_tiny_tokenizer, load_policy, sft_warmstart
+from gaca.policy import CausalLMPolicy, PolicyArtifact, fit_tiny_tokenizer, load_policy, sft_warm_start
 from gaca.policy.artifact import write_tokenizer_files
 from gaca.rollout.expert import collect_expert_examples
 from gaca.train.config import TrainConfig
@@ -43,7 +43,7 @@ _NOT_IN_KEY = {"env": ("num_workers", "step_timeout", "eval_split", "num_eval_ga
                "policy": ("cache_dir", "choice_chunk_tokens"), "sft": ("cache_dir",)}
 
 
-def warmstart_key(cfg: TrainConfig) -> str:
+def warm_start_key(cfg: TrainConfig) -> str:
     """A hash of everything the warm start depends on (``key_parts``)."""
     return hashlib.sha1(json.dumps(key_parts(cfg), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -68,7 +68,7 @@ class WarmStart:
 
 
 class WarmStartCache:
-    """Warm starts kept in a directory, one file per ``warmstart_key`` (``warmstart-<key>.pt``).
+    """Warm starts kept in a directory, one file per ``warm_start_key`` (``warm-start-<key>.pt``).
 
     A file holds the policy artifact, the SFT summary and the key's inputs (``key_parts``), written
     atomically; concurrent runs that compute the same warm start write the same content.
@@ -83,7 +83,7 @@ class WarmStartCache:
         return cls(cfg.sft.cache_dir) if cfg.sft.cache_dir else None
 
     def path(self, cfg: TrainConfig) -> Path:
-        return self.directory / f"warmstart-{warmstart_key(cfg)}.pt"
+        return self.directory / f"warm-start-{warm_start_key(cfg)}.pt"
 
     def load(self, cfg: TrainConfig) -> WarmStart | None:
         """``cfg``'s warm start, or None when it is not cached."""
@@ -144,7 +144,7 @@ def _fresh_warm_start(cfg: TrainConfig) -> tuple[CausalLMPolicy, dict[str, float
         tokenizer = fit_tiny_tokenizer(texts, cfg.policy.tiny_vocab, cache_dir=cfg.policy.cache_dir, whole=whole)
     policy = load_policy(cfg.policy, tokenizer=tokenizer)
     examples = [(policy.build_prompt(p), r) for p, r in data.examples]
-    stats = sft_warmstart(policy, examples, steps=cfg.sft.steps, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size,
+    stats = sft_warm_start(policy, examples, steps=cfg.sft.steps, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size,
                           seed=cfg.seed, lr_schedule=cfg.sft.lr_schedule)
     logger.info("SFT warm start: %d examples, loss %.3f -> %.3f", len(examples), stats["loss_initial"],
                 stats["loss_final"])
@@ -159,4 +159,4 @@ def _fresh_warm_start(cfg: TrainConfig) -> tuple[CausalLMPolicy, dict[str, float
     }
 
 
-__all__ = ["CACHE_FORMAT", "TOKENIZER_DIR", "WarmStart", "WarmStartCache", "key_parts", "warm_start", "warmstart_key"]
+__all__ = ["CACHE_FORMAT", "TOKENIZER_DIR", "WarmStart", "WarmStartCache", "key_parts", "warm_start", "warm_start_key"]
