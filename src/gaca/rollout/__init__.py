@@ -4,10 +4,11 @@ Everything steps episodes through the one driver, ``gaca.envs.play_episodes``.
 """
 
 from gaca.rollout.choose import ChooseAgent, ChosenAction, ChosenActions, NoCandidatesError
-from gaca.rollout.collect import RolloutBatch, RolloutConfig, anchor_text, collect_rollouts, step_table
+from gaca.rollout.collect import RolloutBatch, anchor_text, collect_rollouts, step_table
+from gaca.rollout.config import ACTION_MODES, RolloutConfig
 from gaca.rollout.expert import DETOUR, DetouringExpert, ExpertData, collect_expert_examples
 from gaca.rollout.generate import GenerateAgent, GeneratedResponses, SampledResponse
-from gaca.rollout.modes import ACTION_MODES, ResponseRows
+from gaca.rollout.modes import ResponseRows
 from gaca.rollout.prompt import (
     DEFAULT_INTRO,
     ParsedResponse,

@@ -13,17 +13,14 @@ A new mode registers an object with these two methods under a new name.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 
 from gaca.envs.episodes import Agent
-from gaca.registry import Registry
 from gaca.rollout.choose import ChooseAgent, ChosenAction, ChosenActions
+from gaca.rollout.config import ACTION_MODES, RolloutConfig
 from gaca.rollout.generate import GenerateAgent, GeneratedResponses, SampledResponse
-
-if TYPE_CHECKING:
-    from gaca.rollout.collect import RolloutConfig
 
 
 class ResponseRows(Protocol):
@@ -61,9 +58,6 @@ class ActionMode(Protocol):
         ...
 
 
-ACTION_MODES: Registry[ActionMode] = Registry("action mode")
-
-
 class Generate:
     """The policy writes ``<think>…</think><action>…</action>``; the action is parsed from it."""
 
@@ -97,4 +91,4 @@ class Choose:
 ACTION_MODES.register("generate", Generate())
 ACTION_MODES.register("choose", Choose())
 
-__all__ = ["ACTION_MODES", "ActionMode", "Choose", "Generate", "ResponseRows"]
+__all__ = ["ActionMode", "Choose", "Generate", "ResponseRows"]

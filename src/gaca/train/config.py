@@ -24,7 +24,7 @@ from gaca.envs import AlfworldConfig, EnvConfig
 from gaca.persist import write_json
 from gaca.policy.config import PolicyConfig
 from gaca.policy.sft import LR_SCHEDULES
-from gaca.rollout.collect import RolloutConfig
+from gaca.rollout.config import RolloutConfig
 from gaca.train.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES
 from gaca.train.trackers import TRACKERS
 

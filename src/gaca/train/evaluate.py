@@ -12,7 +12,7 @@ import torch
 from gaca.envs.episodes import Episode, play_episodes
 from gaca.envs.pool import EnvPool
 from gaca.policy.protocol import SamplingPolicy
-from gaca.rollout.collect import RolloutConfig
+from gaca.rollout.config import RolloutConfig
 
 
 @dataclass(frozen=True)
