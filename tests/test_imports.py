@@ -1,11 +1,26 @@
-"""The environments package imports without cycles (function-level imports counted: they can hide one)."""
+"""gaca imports without cycles and without upward imports between its layers (function-level imports
+counted: they can hide a cycle). The layers are docs/design.md's."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import gaca
 import gaca.envs
+
+#: Lower layers never import higher ones (docs/design.md); equal ranks are siblings that do not import
+#: each other. Utility modules (registry, validate, persist, config) are the bottom layer.
+LAYERS = {
+    "gaca.registry": 0, "gaca.validate": 0, "gaca.persist": 0, "gaca.config": 1,
+    "gaca.advantage": 2, "gaca.envs": 2, "gaca.policy": 2,
+    "gaca.rollout": 3, "gaca.integrations": 4, "gaca.train": 4, "gaca.testing": 5, "gaca.lab": 5, "gaca.cli": 6,
+}
+
+
+def _layer(module: str) -> tuple[str, int]:
+    top = ".".join(module.split(".")[:2])
+    return top, LAYERS[top]
 
 
 def _modules(package: Path, name: str) -> dict[str, Path]:
@@ -64,6 +79,14 @@ def test_the_envs_package_has_no_import_cycle():
     graph = import_graph(Path(gaca.envs.__file__).parent, "gaca.envs")
     assert "gaca.envs.alfworld.generator" in graph["gaca.envs.alfworld"]  # function-level imports are seen
     assert cycles(graph) == []
+
+
+def test_gaca_has_no_import_cycle_and_no_upward_import():
+    graph = import_graph(Path(gaca.__file__).parent, "gaca")
+    assert cycles(graph) == []
+    upward = sorted((a, b) for a, deps in graph.items() if a != "gaca" for b in deps if b != "gaca"
+                    and _layer(a)[0] != _layer(b)[0] and _layer(b)[1] >= _layer(a)[1])
+    assert upward == []
 
 
 def test_cycles_are_found():
