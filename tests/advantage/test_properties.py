@@ -1,4 +1,4 @@
-"""The invariants of DESIGN.md as property tests over random step tables (hypothesis)."""
+"""The invariants of docs/design.md as property tests over random step tables (hypothesis)."""
 
 import math
 

@@ -28,7 +28,7 @@ def synthetic_rows(seed: int, *, w0: float = 0.6, kappa: float = 0.5, noise: flo
 
 
 def _estimate_slow(rows: PremiseRows, w0: float, kappa: float) -> np.ndarray:
-    """The mixed estimate row by row, from DESIGN.md's spec (no_peer = "episode")."""
+    """The mixed estimate row by row, from docs/design.md's spec (no_peer = "episode")."""
     out = np.empty(rows.truth.size)
     for i in range(out.size):
         w = min(1.0, max(0.0, w0 + kappa * rows.criticality[i])) if rows.has_peer[i] else 0.0

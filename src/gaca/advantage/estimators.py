@@ -250,7 +250,7 @@ def fixed_mix(batch: StepBatch, layout: Layout, options: AdvantageOptions) -> Ad
 @register_estimator("gaca", inputs=("anchor", "logprobs"), options=_MIX_OPTIONS | {"kappa", "criticality"})
 def gaca(batch: StepBatch, layout: Layout, options: AdvantageOptions) -> AdvantageOutput:
     """GACA: A_i = (1 − w_i)·A^E + w_i·A^S_i with w_i = clip(w0 + κ·c_i), c_i the step's
-    trajectory-normalized response NLL (arXiv:2609.12424; see DESIGN.md for the reconstruction)."""
+    trajectory-normalized response NLL (arXiv:2609.12424; docs/design.md states the reconstruction)."""
     return _mixed(batch, layout, options, kappa=options.kappa)
 
 

@@ -1,4 +1,4 @@
-"""The estimator options: one name and one default per concept (DESIGN.md), shared by the
+"""The estimator options: one name and one default per concept (docs/design.md), shared by the
 library, the trainer's config files, the CLI and the verl integration."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every statistic reads the same scored steps (``PremiseRows``): the true advantage t, the two signals
 GACA mixes, A^E (episode level) and A^S (step level), the step's criticality c, whether it has a
 step-level peer, its episode group (the bootstrap unit) and an optional population weight
-(``stats.inclusion_weights``). DESIGN.md, "The lab", names four views:
+(``stats.inclusion_weights``). docs/design.md, "The lab", names four views:
 
     fit_weight_map / bootstrap_weight_map   w0*, κ* of w = clip(w0 + κ·c, w_min, w_max) maximizing
                                             corr(t, (1 − w)·A^E + w·A^S); premise: κ* > 0
@@ -219,7 +219,7 @@ def fit_weight_map(rows: PremiseRows, grid: MapGrid = MapGrid()) -> MapFit:
     """w0*, κ* = argmax over the grid's box of corr_w(t, (1 − w)·A^E + w·A^S), w = clip(w0 + κ·c).
 
     The row weights of ``rows`` weigh the correlation; ``grid.fixed()`` fits the best constant
-    weight (κ = 0). Our reconstruction of DESIGN.md's premise statistic; the search is ``MapGrid``'s.
+    weight (κ = 0). Our reconstruction of docs/design.md's premise statistic; the search is ``MapGrid``'s.
     Returns:
       ``MapFit``; NaN where the correlation is undefined at every grid point (constant truth, say).
     """

@@ -1,6 +1,6 @@
 """The ``algorithm.gaca.*`` settings of a verl run, read from verl's algorithm config.
 
-Everything under ``algorithm.gaca`` is either an advantage option with its DESIGN.md name
+Everything under ``algorithm.gaca`` is either an advantage option with its docs/design.md name
 (``gamma``, ``eps``, ``norm``, ``episode_stats``, ``omega``, ``criticality``, ``weight_map``, ``w0``,
 ``kappa``, ``w_min``, ``w_max``, ``mixture``, ``no_peer``, ``similarity``, ``conventions``, and the
 peer estimators' ``uncertainty``, ``empg_*``, ``hgpo_*``: every ``AdvantageOptions`` field) or one
