@@ -6,7 +6,7 @@
 #
 # Usage:  MODEL=Qwen/Qwen2.5-1.5B-Instruct NGPUS=2 bash examples/verl/run_alfworld.sh [extra hydra overrides]
 # Env:    ESTIMATOR=gaca|gigpo|fixed_mix|grpo   (default gaca)
-#         KAPPA, W0, NORM                      (GACA settings, DESIGN.md names)
+#         KAPPA, W0, NORM                      (GACA settings, the library's option names)
 #         DATA=~/data/gaca_alfworld  NNODES=1  NGPUS=8  TP=1  STEPS=150
 #         RESPONSE_LEN=12288 (whole episode: all turns + observations)  PROMPT_LEN=2048
 #         DRY_RUN=1: only compose and print verl's config (Hydra --cfg job; no Ray, no GPU)
