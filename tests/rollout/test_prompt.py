@@ -104,3 +104,13 @@ def test_many_unclosed_tags_parse_in_linear_time():
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert not out.well_formed and out.action == "<action>" * 5
+
+
+def test_the_admissible_list_can_be_left_out_for_a_choosing_agent():
+    from gaca.rollout import RolloutConfig
+
+    text = render_prompt("t", "now", ["go to desk 1", "look"], [], history_length=2, step=0, list_actions=False)
+    assert "Admissible actions" not in text and "Now at step 1, you observe: now" in text
+    assert RolloutConfig(action_mode="choose", list_actions=False).prompt_format("x").list_actions is False
+    with pytest.raises(ValueError, match="list_actions=false is for choose mode"):
+        RolloutConfig(list_actions=False)

@@ -61,6 +61,9 @@ class RolloutConfig:
     max_candidates: int = 256
     """Choose mode: the most admissible actions a step may offer; a step with more stops the rollout
     with an error naming this key (the forward pass's cost grows with the candidates)."""
+    list_actions: bool = True
+    """Show the admissible actions in the prompt. In choose mode the policy scores each admissible action
+    anyway, and the list is a third of an ALFWorld prompt's tokens: false drops it (choose mode only)."""
     thought: str = ""
     """The text inside ``<think></think>`` of the responses the policy is taught (SFT on expert play)
     and, in choose mode, of every candidate response it scores."""
@@ -82,6 +85,9 @@ class RolloutConfig:
         validate.integer("rollout.tasks_per_iter", self.tasks_per_iter, 1)
         validate.integer("rollout.history_length", self.history_length, 0)
         validate.integer("rollout.action_memory", self.action_memory, 0)
+        if not self.list_actions and self.action_mode != "choose":
+            raise ValueError("rollout.list_actions=false is for choose mode: a generating policy must see the "
+                             "admissible actions to write one")
         validate.integer("rollout.max_new_tokens", self.max_new_tokens, 1)
         validate.number("rollout.temperature (> 0 for training; greedy decoding, 0, is for eval.temperature)",
                         self.temperature, 0.0, None, lo_open=True)
@@ -98,7 +104,8 @@ class RolloutConfig:
 
     def prompt_format(self, intro: str) -> PromptFormat:
         """How these options render a turn, after the environment's ``intro`` line."""
-        return PromptFormat(intro=intro, history_length=self.history_length, action_memory=self.action_memory)
+        return PromptFormat(intro=intro, history_length=self.history_length, action_memory=self.action_memory,
+                            list_actions=self.list_actions)
 
     def agent(self, policy: Any, pool: EnvPool, generator: torch.Generator | None = None, *,
               temperature: float | None = None, top_p: float | None = None) -> Agent:

@@ -39,6 +39,7 @@ def render_prompt(
     step: int,
     intro: str = DEFAULT_INTRO,
     action_memory: int = 0,
+    list_actions: bool = True,
 ) -> str:
     """The agent prompt for one step.
 
@@ -51,6 +52,7 @@ def render_prompt(
       step: the 0-based index of the current step (= len(history) in a normal episode).
       intro: the first line (who the agent is, which environment).
       action_memory: M, how many actions before those K pairs are listed, by name only (0: none).
+      list_actions: show the admissible actions (an agent that chooses among them scores each anyway).
     Returns:
       The user-message text (the policy applies its chat template on top).
     """
@@ -71,7 +73,8 @@ def render_prompt(
     elif step > 0:
         lines.append(f"You have taken {step} step(s) so far.")
     lines.append(f"Now at step {step + 1}, you observe: {observation.strip()}")
-    lines.append("Admissible actions: [" + ", ".join(admissible_actions) + "].")
+    if list_actions:
+        lines.append("Admissible actions: [" + ", ".join(admissible_actions) + "].")
     lines.append(
         "Think about the situation inside <think> </think> tags, then give exactly one admissible "
         "action inside <action> </action> tags."
@@ -89,12 +92,14 @@ class PromptFormat:
     """K: the most recent (observation, action) pairs shown."""
     action_memory: int = 0
     """M: the actions before those K pairs listed by name only."""
+    list_actions: bool = True
+    """Show the admissible actions."""
 
     def render(self, turn: Turn) -> str:
         """``render_prompt`` of the turn's task, observation, actions and history."""
         return render_prompt(turn.task, turn.observation, turn.admissible_actions, list(turn.history),
                              history_length=self.history_length, step=turn.step, intro=self.intro,
-                             action_memory=self.action_memory)
+                             action_memory=self.action_memory, list_actions=self.list_actions)
 
 
 def format_response(action: str, thought: str = "") -> str:

@@ -54,8 +54,11 @@ def key_parts(cfg: TrainConfig) -> dict[str, Any]:
              for name in _NOT_IN_KEY}
     parts["sft"]["thought"] = cfg.rollout.thought  # the SFT targets' thought, keyed where it was before it moved
     parts.update(seed=cfg.seed, history_length=cfg.rollout.history_length, format=1)
-    if cfg.rollout.action_memory:  # a setting newer than the key: keyed only where it changes the prompts
+    # settings newer than the key: keyed only where they change the prompts (older keys stay valid)
+    if cfg.rollout.action_memory:
         parts["action_memory"] = cfg.rollout.action_memory
+    if not cfg.rollout.list_actions:
+        parts["list_actions"] = False
     return parts
 
 
