@@ -148,3 +148,26 @@ def test_entropy_of_the_choice_distribution():
     assert choice_entropy(logp, mask)[1].item() == pytest.approx(float(-(p * p.log()).sum()), rel=1e-6)
     with pytest.raises(ValueError, match="temperature"):
         choice_logprobs(logits, mask, 0.0)
+
+
+def test_choosing_with_lora_and_a_local_model_directory(tiny_config, tiny_tokenizer, llama_dir, cache_dir, corpus):
+    # the HF policy path (a local model directory, its own tokenizer and sdpa attention) with LoRA adapters:
+    # candidates score through the adapters, the reference is the base model, gradients reach adapters only
+    policy = load_policy(PolicyConfig(model=llama_dir, cache_dir=cache_dir, lora_rank=4))
+    sets = policy.encode_choices(corpus[0][:2], [responses(c) for c in CANDIDATES[:2]])
+    scores = policy.score_choices(sets)
+    logp = choice_logprobs(choice_logits(scores, "sum"), scores.mask, 1.0)
+    logp[0, 1].backward()
+    grads = {n: p.grad for n, p in policy.model.named_parameters() if p.grad is not None}
+    assert grads and all("lora_" in n for n in grads)
+    with torch.no_grad():
+        ref = policy.score_choices(sets, reference=True)
+        now = policy.score_choices(sets)
+    torch.testing.assert_close(ref.logprob_sum, now.logprob_sum)  # B = 0 at init: the adapters change nothing yet
+    with torch.no_grad():
+        for p in policy.trainable_parameters():
+            p.add_(0.05)
+        moved = policy.score_choices(sets)
+        still = policy.score_choices(sets, reference=True)
+    assert not torch.allclose(moved.logprob_sum, ref.logprob_sum) and torch.allclose(still.logprob_sum,
+                                                                                     ref.logprob_sum)
