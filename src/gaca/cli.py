@@ -7,7 +7,11 @@
     gaca plot runs/tiny-alfworld
     gaca config show --preset tiny-alfworld env.max_steps=20   # the resolved config, documented
     gaca lab accuracy runs/tiny-alfworld --quick               # credit against Monte-Carlo truth
-    gaca lab compare                                           # estimators x seeds, resumable
+    gaca lab compare experiments/<name>/matrix.toml            # settings x arms x seeds, resumable
+    gaca lab dynamics experiments/<name>/matrix.toml SETTING   # training rollouts per arm over iterations
+    gaca lab credit runs/tiny-alfworld                         # credit on invalid steps, NLL coupling
+    gaca lab anchors runs/tiny-alfworld                        # step-level peers under each anchor kind
+    gaca lab diff RUN_A RUN_B                                  # metrics and weights identical?
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ import errno
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 logger = logging.getLogger("gaca")
 
@@ -162,6 +168,65 @@ def cmd_lab_compare(args: argparse.Namespace) -> int:
     return 1 if failed else 130 if left else 0
 
 
+def _written(paths: Sequence[object]) -> str:
+    return "wrote " + ", ".join(str(p) for p in paths)
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line as typed (kept in a diagnostic's JSON)."""
+    return "gaca " + shlex.join(args.argv)
+
+
+def cmd_lab_dynamics(args: argparse.Namespace) -> int:
+    from gaca.lab.compare import load_matrix
+    from gaca.lab.diagnostics import dynamics
+    from gaca.lab.figures import write_result
+
+    matrix = load_matrix(args.matrix, root=args.root or "")
+    result = dynamics.training_dynamics(matrix, args.setting, seeds=args.seeds, window=args.window, keys=args.keys)
+    result.command = _command(args)
+    out = Path(args.out) if args.out else dynamics.default_out(matrix, args.setting, args.seeds)
+    print(dynamics.table(result))
+    print(_written([write_result(out, result), dynamics.plot(result, out.with_suffix(".png"))]))
+    return 0
+
+
+def cmd_lab_credit(args: argparse.Namespace) -> int:
+    from gaca.lab.diagnostics import credit
+    from gaca.lab.figures import write_result
+
+    result, _ = credit.measure_credit(args.run_dir, warm_start=args.warm_start, iterations=args.iterations,
+                                      estimators=args.estimators)
+    result.command = _command(args)
+    print(credit.table(result))
+    print(_written([write_result(Path(args.out) if args.out else credit.default_out(args.run_dir, args.warm_start),
+                                 result)]))
+    return 0
+
+
+def cmd_lab_anchors(args: argparse.Namespace) -> int:
+    from gaca.lab.diagnostics import anchors
+    from gaca.lab.figures import write_result
+
+    result = anchors.anchor_peers(args.run_dir, groups=args.groups, seed=args.seed)
+    result.command = _command(args)
+    print(anchors.table(result))
+    print(_written([write_result(Path(args.out) if args.out else anchors.default_out(args.run_dir), result)]))
+    return 0
+
+
+def cmd_lab_diff(args: argparse.Namespace) -> int:
+    from gaca.lab.diagnostics import diff
+    from gaca.lab.figures import write_result
+
+    result = diff.diff_runs(args.run_a, args.run_b, iterations=args.iterations)
+    result.command = _command(args)
+    print(diff.table(result))
+    if args.out:
+        print(_written([write_result(Path(args.out), result)]))
+    return 0 if result.identical else 1
+
+
 def _config_source(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--config", help="TOML config file")
@@ -204,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     _config_source(show)
     show.set_defaults(func=cmd_config_show)
 
-    lab = sub.add_parser("lab", help="measure credit assignment (accuracy against Monte-Carlo truth)")
+    lab = sub.add_parser("lab", help="measure credit assignment (accuracy against Monte-Carlo truth), compare "
+                         "estimators, diagnose runs")
     lsub = lab.add_subparsers(dest="lab_command", required=True)
     acc = lsub.add_parser("accuracy", help="score every estimator's credit on a checkpoint's steps against "
                           "Monte-Carlo advantages")
@@ -226,12 +292,68 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
     cmp_.add_argument("--no-progress", action="store_true", help="no progress bar")
     cmp_.set_defaults(func=cmd_lab_compare)
+    _lab_diagnostics(lsub)
     return p
+
+
+def _lab_diagnostics(lsub: argparse._SubParsersAction) -> None:
+    """``gaca lab dynamics|credit|anchors|diff`` (``gaca.lab.diagnostics``)."""
+    dyn = lsub.add_parser(
+        "dynamics", help="each arm's training rollouts over iterations, mean over seeds (from the records)",
+        description="Per arm of one setting of a matrix: the training series (success, invalid actions, NLL, "
+        "episode length) in windows of iterations, mean over seeds, read from the records (and from the run "
+        "directories for keys or runs the records lack). Writes JSON and a PNG.")
+    dyn.add_argument("matrix", help="matrix TOML (experiments/<name>/matrix.toml)")
+    dyn.add_argument("setting", help="one of the matrix's settings")
+    dyn.add_argument("--seeds", type=int, nargs="+", help="these seeds only (default: all of the matrix's)")
+    dyn.add_argument("--window", type=int, default=10, help="iterations per window (default 10)")
+    dyn.add_argument("--keys", nargs="+", help="metrics keys (default: those the records keep per iteration)")
+    dyn.add_argument("--root", help="scratch directory of the matrix's runs, read where the records lack a series "
+                     "(default: runs/<matrix dir name>)")
+    dyn.add_argument("--out", help="JSON file, the PNG beside it (default: <matrix dir>/dynamics/<setting>.json)")
+    dyn.set_defaults(func=cmd_lab_dynamics)
+
+    cr = lsub.add_parser(
+        "credit", help="each estimator's credit on invalid against valid steps, and its coupling to the step NLL",
+        description="Draw a run's training rollouts (its checkpoint, or the seed's warm start) and compute every "
+        "estimator's advantage on the same steps: its mean on invalid against valid steps (not applicable in "
+        "choose mode, where no step is invalid) and its within-state correlation with the step's NLL.")
+    cr.add_argument("run_dir", help="a gaca train run directory")
+    cr.add_argument("--warm-start", action="store_true",
+                    help="draw from the seed's warm start, not the run's checkpoint (default iterations 0-3)")
+    cr.add_argument("--iterations", type=int, nargs="+", help="whose task seeds and sampling streams to use "
+                    "(default: the 4 after the checkpoint's, or 0-3 with --warm-start)")
+    cr.add_argument("--estimators", nargs="+", help="registered estimators (default: grpo rloo gigpo fixed_mix gaca)")
+    cr.add_argument("--out", help="JSON file (default: RUN_DIR/lab-credit[-warmstart].json)")
+    cr.set_defaults(func=cmd_lab_credit)
+
+    an = lsub.add_parser(
+        "anchors", help="how often a step finds a step-level peer under each anchor kind",
+        description="Play one rollout of a run's checkpointed policy on its training games and recompute the "
+        "anchors of the same steps under every kind (rollout.anchor): the share of steps with a peer, the step "
+        "groups and their size.")
+    an.add_argument("run_dir", help="a gaca train run directory")
+    an.add_argument("--groups", type=int, default=16, help="episode groups (training games) to play (default 16)")
+    an.add_argument("--seed", type=int, default=0, help="draws the games and seeds the sampling (default 0)")
+    an.add_argument("--out", help="JSON file (default: RUN_DIR/lab-anchors.json)")
+    an.set_defaults(func=cmd_lab_anchors)
+
+    df = lsub.add_parser(
+        "diff", help="two run directories metric for metric and weight for weight (exit 0: identical)",
+        description="The reproducibility check: per iteration the metrics one run lacks or whose values differ "
+        "(wall-clock times and speeds skipped), and whether the final checkpoints hold bit-identical weights. "
+        "Exits 0 when the runs are identical, 1 otherwise.")
+    df.add_argument("run_a", help="a gaca train run directory")
+    df.add_argument("run_b", help="another")
+    df.add_argument("--iterations", type=int, help="compare the metrics of the first N iterations only")
+    df.add_argument("--out", help="also write the comparison as JSON")
+    df.set_defaults(func=cmd_lab_diff)
 
 
 def _one_line(e: BaseException) -> tuple[str, int]:
     """The message and exit code an error gets without ``--debug``."""
     from gaca.config import ConfigError
+    from gaca.lab.diagnostics.common import DiagnosticError
     from gaca.policy import DeviceNotAvailableError
     from gaca.train.checkpoint import CheckpointError
     from gaca.train.rundir import RunError
@@ -239,6 +361,8 @@ def _one_line(e: BaseException) -> tuple[str, int]:
 
     if isinstance(e, ConfigError):
         return f"config error: {e}", 2
+    if isinstance(e, DiagnosticError):
+        return str(e), 2
     if isinstance(e, (RunError, CheckpointError, FileNotFoundError, DeviceNotAvailableError)):
         return str(e), 2
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:
@@ -261,6 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     debug = args.debug or os.environ.get("GACA_DEBUG", "") not in ("", "0")

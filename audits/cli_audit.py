@@ -1,14 +1,14 @@
 """The careless user's audit: common command-line mistakes, what each prints, and what it destroys.
 
-    python benchmarks/cli_audit.py                          # this checkout (src/)
-    python benchmarks/cli_audit.py --src /tmp/old/src --flavor old --out /tmp/audit_old.json
+    python audits/cli_audit.py                          # this checkout (src/)
+    python audits/cli_audit.py --src /tmp/old/src --flavor old --out /tmp/audit_old.json
 
 Runs every case of ``CASES`` as a separate ``python -m gaca.cli`` process on a few-second tiny run
 (real model, real ALFWorld games) and records its exit code, whether it printed a traceback, how
 many lines its error took (log lines aside), and whether a finished run directory it pointed at
 lost or changed any file. ``--flavor old`` spells the small run's settings as gaca did before
 typed environment configs (``env.kwargs``, ``rollout.max_steps``), for a before/after comparison
-from the same script. Prints a table and writes JSON (default ``benchmarks/results/cli_audit.json``).
+from the same script. Prints a table and writes JSON (default ``audits/results/cli_audit.json``).
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--src", type=Path, default=ROOT / "src", help="the gaca source tree to audit")
     ap.add_argument("--flavor", choices=["new", "old"], default="new", help="how the small run's settings are spelt")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cli_audit.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "audits" / "results" / "cli_audit.json")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="gaca-cli-audit-"))
     cache = str(work / "cache")

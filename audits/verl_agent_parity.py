@@ -1,6 +1,6 @@
 """gaca's plugin under ``conventions=verl-agent`` against verl-agent's own GiGPO, on the same batches.
 
-    python benchmarks/verl_agent_parity.py --verl-agent /path/to/verl-agent   # a verl-agent checkout
+    python audits/verl_agent_parity.py --verl-agent /path/to/verl-agent   # a verl-agent checkout
 
 Two parts.
 
@@ -23,7 +23,7 @@ shuffled and no step key, so the plugin recovers each trajectory's order from th
 verl-agent's ``compute_gigpo_outcome_advantage`` against the plugin, and gaca's own conventions
 (with the true step index given) beside, to show what the setting changes.
 
-Prints a table and writes ``benchmarks/results/verl_agent_parity.json``.
+Prints a table and writes ``audits/results/verl_agent_parity.json``.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--groups", type=int, default=None,
                     help="episode groups per trainer batch (default: each example script's own)")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "verl_agent_parity.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "audits" / "results" / "verl_agent_parity.json")
     args = ap.parse_args(argv)
     from gaca.testing.verl_agent import load_verl_agent
     from gaca.testing.verl_agent_runs import RUNS
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             label = f"{name} s{r['seed']}"
             print(f"{label:34s} {r['rows']:6d} {r['max_abs_diff']:10.2e} {r['rows_over_1e-4']:9d} "
                   f"{r['gaca_conventions_max_abs_diff']:21.3f} {r['gaca_conventions_rows_over_1e-4']:9d}")
-    result = {"command": "python benchmarks/verl_agent_parity.py --verl-agent PATH"
+    result = {"command": "python audits/verl_agent_parity.py --verl-agent PATH"
                          + ("" if args.seeds == 3 else f" --seeds {args.seeds}")
                          + ("" if args.groups is None else f" --groups {args.groups}"),
               "trainer": trainer, "recovered order": recovered}
