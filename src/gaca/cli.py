@@ -324,7 +324,7 @@ def _lab_diagnostics(lsub: argparse._SubParsersAction) -> None:
     cr.add_argument("--iterations", type=int, nargs="+", help="whose task seeds and sampling streams to use "
                     "(default: the 4 after the checkpoint's, or 0-3 with --warm-start)")
     cr.add_argument("--estimators", nargs="+", help="registered estimators (default: grpo rloo gigpo fixed_mix gaca)")
-    cr.add_argument("--out", help="JSON file (default: RUN_DIR/lab-credit[-warmstart].json)")
+    cr.add_argument("--out", help="JSON file (default: RUN_DIR/lab-credit[-warm-start].json)")
     cr.set_defaults(func=cmd_lab_credit)
 
     an = lsub.add_parser(

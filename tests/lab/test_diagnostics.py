@@ -163,7 +163,7 @@ def test_credit_draws_the_training_rollouts_and_splits_by_validity(lab, capsys):
     # from the warm start: iteration 0 is the rollout both arms of seed 0 trained on first
     assert main(["lab", "credit", str(gaca), "--warm-start", "--iterations", "0"]) == 0
     out = capsys.readouterr().out
-    written = read_json(gaca / "lab-credit-warmstart.json")
+    written = read_json(gaca / "lab-credit-warm-start.json")
     result, rows = measure_credit(gaca, warm_start=True, iterations=[0])
     # the seed's warm start, which the runs' records pin
     assert result.policy == read_json(tmp / "exp" / "records" / "small" / "gaca-seed0.json")["warm_start"]
@@ -225,7 +225,7 @@ def test_credit_in_choose_mode_says_the_split_does_not_apply(tmp_path, cache, ca
     assert result.validity is None and "no step is ever invalid" in result.not_applicable
     assert result.nll.startswith("−log π(a|s)") and not rows.invalid.any()
     _check_against_training(rows, _metrics(run)[1], "gaca")
-    written = read_json(run / "lab-credit-warmstart.json")
+    written = read_json(run / "lab-credit-warm-start.json")
     assert written["validity"] is None and written["iterations"] == [0, 1]
     # the coupling still applies (the advantages vary within states over these two iterations)
     both, rows = measure_credit(run, warm_start=True, iterations=[0, 1])

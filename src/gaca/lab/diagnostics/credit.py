@@ -49,7 +49,7 @@ from gaca.train.checkpoint import load_checkpoint
 from gaca.train.config import TrainConfig
 from gaca.train.run import load_checkpoint_policy
 from gaca.train.schedule import iteration_generator, train_task_seeds
-from gaca.train.warmstart import warm_start as make_warm_start
+from gaca.train.warm_start import warm_start as make_warm_start
 
 logger = logging.getLogger(__name__)
 
@@ -316,8 +316,8 @@ def table(result: CreditResult) -> str:
 
 
 def default_out(run_dir: str | Path, warm_start: bool) -> Path:
-    """``RUN_DIR/lab-credit[-warmstart].json``."""
-    return Path(run_dir) / ("lab-credit-warmstart.json" if warm_start else "lab-credit.json")
+    """``RUN_DIR/lab-credit[-warm-start].json``."""
+    return Path(run_dir) / ("lab-credit-warm-start.json" if warm_start else "lab-credit.json")
 
 
 __all__ = ["ESTIMATORS", "GACA_PARTS", "NO_INVALID_STEPS", "Coupling", "CreditResult", "CreditRows", "StepClass",
