@@ -16,14 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from gaca.advantage.mixing import mixing_weight
 from gaca.lab.accuracy.analysis import AccuracyAnalysis, TruthScores
 from gaca.lab.accuracy.data import AccuracyData
 from gaca.lab.accuracy.grid import DEFAULT_GACA
 from gaca.lab.accuracy.score import HIGHER_IS_BETTER, METRICS, SubsetScores
 from gaca.lab.figures import jsonable, pyplot, save_figure
 from gaca.lab.stats import Estimate
-from gaca.persist import atomic_write, write_json
+from gaca.persist import atomic_write, read_json, write_json
 
 SCATTER = ("grpo", "gigpo", DEFAULT_GACA)
 SUBSET_SETTINGS = ("grpo", "rloo", "gigpo", "fixed_mix w0=0.5", DEFAULT_GACA, "empg", "hgpo K=2")
@@ -156,9 +158,7 @@ def markdown(data: AccuracyData, analysis: AccuracyAnalysis, command: str) -> st
 
 def gaca_weight(c: float | np.ndarray, wmap: dict[str, Any]) -> np.ndarray:
     """GACA's weight w(c) of a step with a peer under the options ``wmap`` (``mixing_weight``)."""
-    import torch
 
-    from gaca.advantage.mixing import mixing_weight
 
     crit = torch.as_tensor(np.atleast_1d(np.asarray(c, dtype=np.float64)))
     return mixing_weight(crit, torch.ones(crit.shape, dtype=torch.bool), **wmap).numpy()
@@ -240,8 +240,6 @@ def write_accuracy_report(data: AccuracyData, analysis: AccuracyAnalysis, out_di
 
 def load_accuracy_result(path: str | Path) -> tuple[AccuracyData, str]:
     """The measured data and command of a report's ``result.json`` (to analyse it again)."""
-    from gaca.persist import read_json
-
     raw = read_json(path)
     if raw is None:
         raise FileNotFoundError(f"no accuracy result at {path}")

@@ -36,8 +36,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gaca import validate
+from gaca.advantage import ESTIMATORS, AdvantageOptions
 from gaca.config import ConfigError, apply_overrides, from_dict, read_toml
 from gaca.lab.compare.records import RecordStore, _file_name
+from gaca.train.config import TrainConfig, load_config
 
 #: Overrides every run of a matrix gets (runs go two at a time on a 2-core machine).
 LAB_OVERRIDES = ("threads=1", "progress=false", "trackers=[]")
@@ -48,7 +50,6 @@ Endpoint = Literal["success", "score"]
 @dataclass
 class ArmSpec:
     """One arm: an estimator and the advantage options it changes."""
-
     name: str
     """Names the arm's runs, records and rows (unique within the matrix)."""
     estimator: str
@@ -59,9 +60,7 @@ class ArmSpec:
     """The seeds this arm runs (empty: every seed of the matrix); a reference arm may run a subset."""
     note: str = ""
     """What the arm is for (shown in the report), e.g. "anti-GACA control: κ < 0"."""
-
     def __post_init__(self) -> None:
-        from gaca.advantage import ESTIMATORS, AdvantageOptions
 
         ESTIMATORS.check(self.estimator, f"arms[{self.name!r}].estimator")
         AdvantageOptions(**self.options)  # every option known and in range, now
@@ -74,7 +73,6 @@ class ArmSpec:
 @dataclass
 class SettingSpec:
     """One training setting of the matrix."""
-
     name: str
     """Names the setting's directory and its rows in the report."""
     preset: str = ""
@@ -85,7 +83,6 @@ class SettingSpec:
     """``key=value`` overrides on top of the preset or file, for every run of the setting."""
     eval_splits: list[str] = field(default_factory=list)
     """Held-out splits of this setting (empty: the matrix's ``eval_splits``; WebShop has only ``eval``)."""
-
     def __post_init__(self) -> None:
         if bool(self.preset) == bool(self.config):
             raise ValueError(f"setting {self.name!r}: give exactly one of preset or config")
@@ -94,7 +91,6 @@ class SettingSpec:
 @dataclass
 class AnalysisSpec:
     """The primary analysis, declared before the runs (``gaca.lab.compare.analysis``)."""
-
     endpoint: Endpoint = "success"
     """Per (arm, seed): ``success``, the final policy's success over every game of every held-out split
     pooled; ``score``, 100 × its mean return (WebShop)."""
@@ -112,7 +108,6 @@ class AnalysisSpec:
     equivalent_by_construction: list[list[str]] = field(default_factory=list)
     """Arm pairs that are one algorithm (e.g. gigpo and fixed_mix w0=0.5: the same advantages up to a
     constant scale on every row with a peer): their difference is an A/A noise floor."""
-
     def __post_init__(self) -> None:
         validate.literal_fields(self, "analysis.")
         validate.number("analysis.margin", self.margin, 0.0)
@@ -125,7 +120,6 @@ class AnalysisSpec:
 @dataclass
 class CompareMatrix:
     """The declared comparison (module docstring)."""
-
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     """Seeds; a seed fixes the warm start, the games drawn, the sampling and the evaluation stream."""
     eval_splits: list[str] = field(default_factory=lambda: ["valid_seen", "eval", "unseen_rooms"])
@@ -143,7 +137,6 @@ class CompareMatrix:
     root: str = ""
     """Scratch directory of the runs and the warm-start cache (never committed); '' means
     ``runs/<name of the matrix's directory>``. A command-line setting, not a matrix-file key."""
-
     def __post_init__(self) -> None:
         validate.integer("parallel", self.parallel, 1)
         if not self.settings or not self.arms or not self.seeds or not self.eval_splits:
@@ -192,7 +185,6 @@ class CompareMatrix:
 @dataclass(frozen=True)
 class RunSpec:
     """One run of the matrix."""
-
     matrix: CompareMatrix
     setting: SettingSpec
     arm: ArmSpec
@@ -215,9 +207,8 @@ class RunSpec:
         return [*self.setting.overrides, *self.arm.overrides(), f"seed={self.seed}",
                 f"out_dir={json.dumps(str(self.out_dir))}", f"sft.cache_dir={cache}", *LAB_OVERRIDES]
 
-    def config(self) -> Any:
+    def config(self) -> TrainConfig:
         """The run's validated ``TrainConfig``."""
-        from gaca.train.config import load_config
 
         path = Path(self.matrix.directory) / self.setting.config if self.setting.config else None
         return load_config(path, self.overrides(), preset=self.setting.preset or None)

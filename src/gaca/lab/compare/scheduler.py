@@ -22,6 +22,8 @@ from pathlib import Path
 
 from gaca.lab.compare.matrix import CompareMatrix, RunSpec
 from gaca.lab.compare.worker import run_spec_json
+from gaca.train.run import Interrupt
+from gaca.train.warm_start import WarmStartCache, warm_start_key
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +62,6 @@ def run_matrix(matrix: CompareMatrix, matrix_file: str = "", overrides: list[str
     Returns:
       run name -> "finished" | "failed (exit N, see LOG)" | "interrupted", for every run.
     """
-    from gaca.train.run import Interrupt
-    from gaca.train.warm_start import WarmStartCache, warm_start_key
-
     runs = matrix.runs()
     configs = {run.name: run.config() for run in runs}  # every config error now, before any run starts
     status = {run.name: "finished" for run in runs if run_finished(run)}

@@ -19,9 +19,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gaca.config import to_dict
 from gaca.lab.compare.matrix import CompareMatrix, RunSpec, load_matrix, quick_matrix
 from gaca.lab.compare.records import RunRecord, SplitEvaluation, WarmStartRecord
 from gaca.persist import read_json, write_json
+from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from gaca.train.logger import read_metrics
+from gaca.train.loop import train
+from gaca.train.run import eval_pool, load_checkpoint_policy, run_eval
+from gaca.train.warm_start import WarmStartCache, warm_start
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +54,6 @@ def load_run(spec: dict[str, Any], overrides: list[str] | None = None) -> RunSpe
 def evaluate_splits(policy: Any, cfg: Any, splits: list[str], done: dict[str, SplitEvaluation],
                     save: Any) -> dict[str, SplitEvaluation]:
     """Evaluate ``policy`` on every split not in ``done``, calling ``save(done)`` after each."""
-    from gaca.train.run import eval_pool, run_eval
-
     for split in splits:
         if split in done:
             continue
@@ -63,8 +67,6 @@ def evaluate_splits(policy: Any, cfg: Any, splits: list[str], done: dict[str, Sp
 
 def final_iteration(run_dir: Path) -> int | None:
     """The iteration of the run's checkpoint (None: no checkpoint)."""
-    from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
-
     if not (run_dir / CHECKPOINT_NAME).is_file():
         return None
     return int(load_checkpoint(run_dir)["trainer"]["iteration"])
@@ -75,12 +77,6 @@ def train_and_evaluate(run: RunSpec) -> RunRecord | None:
 
     Returns the record, or None when training was interrupted (checkpointed).
     """
-    from gaca.config import to_dict
-    from gaca.train.logger import read_metrics
-    from gaca.train.loop import train
-    from gaca.train.run import load_checkpoint_policy
-    from gaca.train.warm_start import WarmStartCache
-
     cfg = run.config()
     run_dir = Path(cfg.out_dir)
     done = final_iteration(run_dir)
@@ -104,8 +100,6 @@ def train_and_evaluate(run: RunSpec) -> RunRecord | None:
 def evaluate_warm_start(run: RunSpec) -> WarmStartRecord:
     """Evaluate the seed's warm start on every split its record lacks (the warm start from the cache, or
     recomputed there when the cache is gone: a committed record's scratch root was cleaned)."""
-    from gaca.train.warm_start import WarmStartCache, warm_start
-
     store, setting = run.matrix.store, run.setting.name
     record = store.warm_start(setting, run.seed)
     if all(s in record.evaluations for s in run.eval_splits):
