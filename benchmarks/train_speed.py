@@ -13,7 +13,8 @@ Measures, with the preset's policy (warm-started as the trainer does it):
 5. the two action modes on the same policy and the same train games: the cost of choosing among the
    admissible actions (``rollout.action_mode="choose"``) against generating, per step row, for the
    rollout (wall time of ``collect_rollouts``) and the update (``ppo_update``), interleaved repeats
-   (target: choose <= 2x generate for both).
+   (target: choose <= 2x generate for both). Each mode runs with the prompt it needs: generate mode
+   always lists the admissible actions; choose mode as the preset says (``rollout.list_actions``).
 Prints a table and writes benchmarks/results/train_speed.json.
 """
 
@@ -82,7 +83,9 @@ def action_mode_costs(cfg, policy, state: dict, repeats: int) -> dict:
                            num_games=cfg.env.num_train_games) as pool:
         for _ in range(repeats):
             for mode in ("generate", "choose"):
-                rollout_cfg = dataclasses.replace(cfg.rollout, action_mode=mode)
+                # a generating policy must see the admissible actions; a choosing one may not (list_actions)
+                rollout_cfg = dataclasses.replace(cfg.rollout, action_mode=mode,
+                                                  list_actions=cfg.rollout.list_actions or mode == "generate")
                 policy.model.load_state_dict(state)
                 t0 = time.perf_counter()
                 batch = collect_rollouts(policy, pool, seeds, rollout_cfg,
@@ -94,7 +97,7 @@ def action_mode_costs(cfg, policy, state: dict, repeats: int) -> dict:
                            generator=torch.Generator().manual_seed(0))
                 t3 = time.perf_counter()
                 rows, m = batch.num_rows, out[mode]
-                m["rows"] = rows
+                m["rows"], m["list_actions"] = rows, rollout_cfg.list_actions
                 m["rollout_s_per_row"] = min(m["rollout_s_per_row"], (t1 - t0) / rows)
                 m["policy_s_per_row"] = min(m["policy_s_per_row"], batch.generate_s / rows)
                 m["update_s_per_row"] = min(m["update_s_per_row"], (t3 - t2) / rows)
@@ -110,33 +113,18 @@ def action_mode_costs(cfg, policy, state: dict, repeats: int) -> dict:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="tiny-alfworld")
-    ap.add_argument("--rows", type=int, default=16, help="prompts per sampling batch")
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "train_speed.json"))
-    ap.add_argument("overrides", nargs="*", help="config overrides (e.g. sft.steps=60 policy.model=smollm2)")
-    args = ap.parse_args()
-    cfg = load_config(preset=args.preset, overrides=[
-        "out_dir=" + json.dumps(tempfile.mkdtemp(prefix="gaca-train-speed-")),
-        "sft.steps=60", "sft.episodes=16", "env.num_workers=1", *args.overrides])
-    if cfg.threads > 0:
-        torch.set_num_threads(cfg.threads)
-    run_dir = Path(cfg.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    policy, _ = warm_start(cfg, run_dir)
-    result: dict = {"preset": args.preset, "model": cfg.policy.model, "threads": torch.get_num_threads(),
-                    "platform": platform.platform(), "python": sys.version.split()[0], "torch": torch.__version__}
-
+def generate_mode_costs(cfg, policy, state: dict, args) -> dict:
+    """Sections 1-4: sampling and update throughput against their baselines, one iteration per estimator."""
+    generating = dataclasses.replace(cfg.rollout, action_mode="generate", list_actions=True)
     # 1. rollout throughput on real prompts (expert play of held-out games, built as the rollout builds them)
     with EnvPool.for_split(cfg.env, cfg.env.eval_split, 4, num_games=cfg.env.num_eval_games, expert=True) as pool:
-        data = collect_expert_examples(pool, list(range(8)), prompt=cfg.rollout.prompt_format(pool.intro))
+        data = collect_expert_examples(pool, list(range(8)), prompt=generating.prompt_format(pool.intro))
     prompts = [policy.build_prompt(p) for p, _ in data.examples][: args.rows]
     kw = dict(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
               top_p=cfg.rollout.top_p, stop=cfg.rollout.stop)
     t_s, s_out = best(lambda: policy.sample(prompts, generator=torch.Generator().manual_seed(0), **kw), args.repeats)
     t_g, g_out = best(lambda: generate_baseline(policy, prompts, seed=0, **kw), args.repeats)
+    result: dict = {}
     result["rollout"] = {
         "prompts": len(prompts),
         "mean_prompt_tokens": sum(len(policy.encode_prompt(p)) for p in prompts) / len(prompts),
@@ -147,10 +135,8 @@ def main() -> int:
 
     # 3./4. one real iteration per estimator from the same seed: forward passes and the advantage share
     # (sections 2-4 measure generate mode; section 5 compares the modes)
-    generating = dataclasses.replace(cfg.rollout, action_mode="generate")
     it_pool = EnvPool.for_split(cfg.env, cfg.env.train_split, cfg.rollout.tasks_per_iter * cfg.rollout.group_size,
                                 num_games=cfg.env.num_train_games)
-    state = {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
     iters = {}
     batch = None
     for name in ("grpo", "gaca"):
@@ -204,17 +190,17 @@ def main() -> int:
     result["update"] = {"tokens": tokens, "ppo_update_s": t_p, "bare_s": t_b, "ppo_tokens_per_s": tokens / t_p,
                         "bare_tokens_per_s": tokens / t_b, "ratio": t_b / t_p}
 
-    # 5. the action modes, same policy, same games, same seeds; interleaved repeats, best of each
-    result["action_modes"] = modes = action_mode_costs(cfg, policy, state, args.repeats)
+    return result
 
-    r, u = result["rollout"], result["update"]
-    result["targets"] = {
+
+def print_generate_mode_costs(result: dict) -> dict:
+    """Prints sections 1-4; their targets."""
+    r, u, iters = result["rollout"], result["update"], result["iteration"]
+    targets = {
         "rollout_at_least_generate": r["speedup"] >= 1.0,
         "update_at_least_0.8_bare": u["ratio"] >= 0.8,
         "advantage_under_1pct": max(v["advantage_share"] for v in iters.values()) < 0.01,
         "forward_passes_equal": result["forward_passes_equal"],
-        "choose_rollout_at_most_2x_generate": modes["ratio"]["rollout_s_per_row"] <= 2.0,
-        "choose_update_at_most_2x_generate": modes["ratio"]["update_s_per_row"] <= 2.0,
     }
     print(f"{'measure':34s} {'gaca':>12s} {'baseline':>12s} {'ratio':>7s}")
     print(f"{'rollout tokens/s (sample|generate)':34s} {r['sample_tokens_per_s']:12.1f} "
@@ -226,6 +212,40 @@ def main() -> int:
               f"advantage {v['advantage_s'] * 1e3:.2f}ms "
               f"({100 * v['advantage_share']:.3f}%), update {v['update_s']:.2f}s, forward passes {v['forward_passes']} "
               f"(rollout {v['forward_passes_rollout']}, update {v['forward_passes_update']})")
+    return targets
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="tiny-alfworld")
+    ap.add_argument("--rows", type=int, default=16, help="prompts per sampling batch")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--modes-only", action="store_true", help="measure section 5 (the action modes) alone")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "train_speed.json"))
+    ap.add_argument("overrides", nargs="*", help="config overrides (e.g. sft.steps=60 policy.model=smollm2)")
+    args = ap.parse_args()
+    cfg = load_config(preset=args.preset, overrides=[
+        "out_dir=" + json.dumps(tempfile.mkdtemp(prefix="gaca-train-speed-")),
+        "sft.steps=60", "sft.episodes=16", "env.num_workers=1", *args.overrides])
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    run_dir = Path(cfg.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    policy, _ = warm_start(cfg, run_dir)
+    state = {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
+    result: dict = {"preset": args.preset, "model": cfg.policy.model, "threads": torch.get_num_threads(),
+                    "platform": platform.platform(), "python": sys.version.split()[0], "torch": torch.__version__}
+
+    if not args.modes_only:
+        result.update(generate_mode_costs(cfg, policy, state, args))
+    # 5. the action modes, same policy, same games, same seeds; interleaved repeats, best of each
+    result["action_modes"] = modes = action_mode_costs(cfg, policy, state, args.repeats)
+
+    targets = {"choose_rollout_at_most_2x_generate": modes["ratio"]["rollout_s_per_row"] <= 2.0,
+               "choose_update_at_most_2x_generate": modes["ratio"]["update_s_per_row"] <= 2.0}
+    if not args.modes_only:
+        targets.update(print_generate_mode_costs(result))
+    result["targets"] = targets
     print(f"{'per step row (choose|generate)':34s} {'choose':>12s} {'generate':>12s} {'ratio':>7s}")
     for key in ("rollout_s_per_row", "policy_s_per_row", "update_s_per_row"):
         print(f"{key:34s} {modes['choose'][key]:12.4f} {modes['generate'][key]:12.4f} {modes['ratio'][key]:7.2f}")
