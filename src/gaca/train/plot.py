@@ -80,7 +80,8 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         ax.plot(x, y, color="tab:orange", label="invalid-action ratio")
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("iteration")
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # a run of 0 iterations has no series
+        ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     ax = axes[1, 1]
     last = next((r for r in reversed(records) if "hist/weight" in r), None)
