@@ -25,9 +25,10 @@ from gaca.lab.compare import (
     write_compare_report,
 )
 from gaca.lab.compare.analysis import SettingRecords, collect, contrasts, left_to_run, split_table
+from gaca.lab.compare.matrix import load_run, run_spec_json
 from gaca.lab.compare.records import CurvePoint
 from gaca.lab.compare.report import build_report, markdown
-from gaca.lab.compare.worker import EVAL_FILE, WarmStartMismatch, load_run, run_one, run_spec_json
+from gaca.lab.compare.worker import EVAL_FILE, WarmStartMismatch, run_one
 from gaca.persist import read_json
 from gaca.train import train
 from gaca.train.evaluate import GameOutcome
@@ -266,3 +267,16 @@ def test_the_declared_contrasts_are_tested_over_seeds_with_holm_and_tost(tmp_pat
     report = build_report(matrix, "cmd", {"alf": records})
     assert [(f.first, f.second, len(f.seeds)) for f in report.noise_floors] == [("b", "c", 8)]
     assert "Equivalent by construction" in markdown(report) and "**ahead**" in markdown(report)
+
+
+def test_running_some_seeds_now_leaves_the_declared_matrix_alone(tmp_path, capsys):
+    """``--seeds``: only those seeds' runs are started (none here), a seed outside the matrix is a
+    one-line error, and the declaration, arm seed subsets included, is untouched."""
+    matrix = quick_matrix(tmp_path / "quick", tmp_path / "scratch")
+    assert run_matrix(matrix, progress=False, seeds=[]) == {}
+    assert not (tmp_path / "scratch" / "logs").exists()
+    with pytest.raises(ValueError, match=r"--seeds \[7\] are not seeds of the matrix \[0\]"):
+        run_matrix(matrix, progress=False, seeds=[0, 7])
+    with pytest.raises(SystemExit):
+        main(["lab", "compare", "--quick", "--seeds", "zero"])
+    assert "expected comma-separated integers" in capsys.readouterr().err

@@ -255,5 +255,21 @@ def load_matrix(path: str | Path, overrides: list[str] | None = None, *, root: s
         raise ConfigError(f"{path}: {e}") from e
 
 
+def run_spec_json(run: RunSpec, matrix_file: str, overrides: list[str]) -> dict[str, Any]:
+    """What the worker needs to rebuild ``run``: the matrix file ("" for ``quick_matrix``) and the
+    overrides it was loaded with, the scratch root, and which (setting, arm, seed)."""
+    m = run.matrix
+    return {"matrix": matrix_file, "overrides": list(overrides), "directory": m.directory, "root": str(m.root_dir),
+            "setting": run.setting.name, "arm": run.arm.name, "seed": run.seed}
+
+
+def load_run(spec: dict[str, Any], overrides: list[str] | None = None) -> RunSpec:
+    """The ``RunSpec`` a worker's JSON names."""
+    matrix: CompareMatrix = (load_matrix(spec["matrix"], overrides, root=spec["root"]) if spec["matrix"]
+                             else quick_matrix(spec["directory"], spec["root"]))
+    setting = next(s for s in matrix.settings if s.name == spec["setting"])
+    return RunSpec(matrix, setting, matrix.arm(spec["arm"]), int(spec["seed"]))
+
+
 __all__ = ["LAB_OVERRIDES", "QUICK_OVERRIDES", "AnalysisSpec", "ArmSpec", "CompareMatrix", "Endpoint", "RunSpec",
-           "SettingSpec", "load_matrix", "quick_matrix"]
+           "SettingSpec", "load_matrix", "load_run", "quick_matrix", "run_spec_json"]

@@ -20,8 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from gaca.lab.compare.matrix import CompareMatrix, RunSpec
-from gaca.lab.compare.worker import run_spec_json
+from gaca.lab.compare.matrix import CompareMatrix, RunSpec, run_spec_json
 from gaca.train.run import Interrupt
 from gaca.train.warm_start import WarmStartCache, warm_start_key
 
@@ -55,14 +54,17 @@ def _start(run: RunSpec, matrix_file: str, overrides: list[str]) -> subprocess.P
 
 
 def run_matrix(matrix: CompareMatrix, matrix_file: str = "", overrides: list[str] | None = None, *,
-               progress: bool = True, poll_s: float = 2.0) -> dict[str, str]:
+               seeds: list[int] | None = None, progress: bool = True, poll_s: float = 2.0) -> dict[str, str]:
     """Run every unfinished run of ``matrix`` (loaded from ``matrix_file`` with ``overrides``; "" for
-    ``quick_matrix``), ``matrix.parallel`` at a time.
+    ``quick_matrix``), ``matrix.parallel`` at a time; with ``seeds``, only the runs of those seeds (the
+    declared matrix is unchanged: its other runs stay left to run).
 
     Returns:
-      run name -> "finished" | "failed (exit N, see LOG)" | "interrupted", for every run.
+      run name -> "finished" | "failed (exit N, see LOG)" | "interrupted", for every run it was asked to run.
     """
-    runs = matrix.runs()
+    if seeds is not None and not set(seeds) <= set(matrix.seeds):
+        raise ValueError(f"--seeds {sorted(set(seeds) - set(matrix.seeds))} are not seeds of the matrix {matrix.seeds}")
+    runs = [run for run in matrix.runs() if seeds is None or run.seed in seeds]
     configs = {run.name: run.config() for run in runs}  # every config error now, before any run starts
     status = {run.name: "finished" for run in runs if run_finished(run)}
     pending = [run for run in runs if run.name not in status]

@@ -1,7 +1,7 @@
 """One run of a comparison matrix, in its own process: ``python -m gaca.lab.compare.worker RUN.json``.
 
-RUN.json is what ``run_spec_json`` writes: the matrix file, the scratch root, and which (setting,
-arm, seed). The worker trains the run's config (``--resume`` when its directory holds a checkpoint,
+RUN.json is what ``gaca.lab.compare.matrix.run_spec_json`` writes: the matrix file, the scratch root,
+and which (setting, arm, seed). The worker trains the run's config (``--resume`` when its directory holds a checkpoint,
 nothing when the checkpoint is final), evaluates the final policy on every held-out split (per-game
 outcomes, saved split by split in ``lab-eval.json`` so an interruption loses at most one split),
 writes the run's record, and evaluates the seed's warm start once per (setting, seed). SIGTERM from
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gaca.config import to_dict
-from gaca.lab.compare.matrix import CompareMatrix, RunSpec, load_matrix, quick_matrix
+from gaca.lab.compare.matrix import RunSpec, load_run
 from gaca.lab.compare.records import RunRecord, SplitEvaluation, WarmStartRecord
 from gaca.persist import read_json, write_json
 from gaca.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
@@ -33,22 +33,6 @@ logger = logging.getLogger(__name__)
 
 #: The run directory's evaluation file: the final policy's evaluation per split, as it is made.
 EVAL_FILE = "lab-eval.json"
-
-
-def run_spec_json(run: RunSpec, matrix_file: str, overrides: list[str]) -> dict[str, Any]:
-    """What the worker needs to rebuild ``run``: the matrix file ("" for ``quick_matrix``) and the
-    overrides it was loaded with, the scratch root, and which (setting, arm, seed)."""
-    m = run.matrix
-    return {"matrix": matrix_file, "overrides": list(overrides), "directory": m.directory, "root": str(m.root_dir),
-            "setting": run.setting.name, "arm": run.arm.name, "seed": run.seed}
-
-
-def load_run(spec: dict[str, Any], overrides: list[str] | None = None) -> RunSpec:
-    """The ``RunSpec`` a worker's JSON names."""
-    matrix: CompareMatrix = (load_matrix(spec["matrix"], overrides, root=spec["root"]) if spec["matrix"]
-                             else quick_matrix(spec["directory"], spec["root"]))
-    setting = next(s for s in matrix.settings if s.name == spec["setting"])
-    return RunSpec(matrix, setting, matrix.arm(spec["arm"]), int(spec["seed"]))
 
 
 def evaluate_splits(policy: Any, cfg: Any, splits: list[str], done: dict[str, SplitEvaluation],
@@ -146,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     return run_one(load_run(spec, spec.get("overrides")))
 
 
-__all__ = ["EVAL_FILE", "WarmStartMismatch", "evaluate_splits", "evaluate_warm_start", "final_iteration", "load_run",
-           "main", "run_one", "run_spec_json", "train_and_evaluate"]
+__all__ = ["EVAL_FILE", "WarmStartMismatch", "evaluate_splits", "evaluate_warm_start", "final_iteration", "main",
+           "run_one", "train_and_evaluate"]
 
 if __name__ == "__main__":  # pragma: no cover - the scheduler's child process
     sys.exit(main())
