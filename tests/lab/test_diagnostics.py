@@ -37,11 +37,9 @@ from gaca.train.run import load_checkpoint_policy
 from tests.small_run import small_config, small_overrides
 
 #: On top of ``small_overrides``: 2 groups of 4 per iteration, and a warm start strong enough that some
-#: actions are valid and some not (a 64-wide model, 50 SFT steps at a high rate; generating, which is
-#: how a policy acts invalidly, at T = 1: the preset's T = 2 is for choosing).
-EXTRA = ('rollout.action_mode="generate"', "rollout.temperature=1.0", "iterations=4", "rollout.group_size=4",
-         "rollout.tasks_per_iter=2", "rollout.max_new_tokens=16", "policy.tiny_hidden=64",
-         "sft.episodes=4", "sft.steps=50", "sft.batch_size=8", "sft.lr=5e-3")
+#: actions are valid and some not (a 64-wide model, 50 SFT steps at a high rate).
+EXTRA = ("iterations=4", "rollout.group_size=4", "rollout.tasks_per_iter=2", "rollout.max_new_tokens=16",
+         "policy.tiny_hidden=64", "sft.episodes=4", "sft.steps=50", "sft.batch_size=8", "sft.lr=5e-3")
 
 
 @pytest.fixture(scope="module")
