@@ -291,19 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--out", help="report directory (default: the matrix file's directory)")
     cmp_.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
     cmp_.add_argument("--no-progress", action="store_true", help="no progress bar")
-    cmp_.add_argument("--seeds", type=_int_list, help="run only these seeds' runs now, e.g. 0,1 (the matrix's "
-                      "other runs stay left to run; the report covers every finished run)")
+    cmp_.add_argument("--seeds", type=int, nargs="+", help="run only these seeds' runs now, e.g. --seeds 0 1 "
+                      "after any overrides (the matrix's other runs stay left to run; the report covers every "
+                      "finished run)")
     cmp_.set_defaults(func=cmd_lab_compare)
     _lab_diagnostics(lsub)
     return p
-
-
-def _int_list(text: str) -> list[int]:
-    """``"0,1,2"`` -> [0, 1, 2] (an argparse type: a bad value is a one-line usage error)."""
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 0,1, got {text!r}") from None
 
 
 def _lab_diagnostics(lsub: argparse._SubParsersAction) -> None:

@@ -279,4 +279,4 @@ def test_running_some_seeds_now_leaves_the_declared_matrix_alone(tmp_path, capsy
         run_matrix(matrix, progress=False, seeds=[0, 7])
     with pytest.raises(SystemExit):
         main(["lab", "compare", "--quick", "--seeds", "zero"])
-    assert "expected comma-separated integers" in capsys.readouterr().err
+    assert "invalid int value: 'zero'" in capsys.readouterr().err
