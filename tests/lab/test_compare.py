@@ -185,6 +185,17 @@ TWO_SETTINGS = ('seeds = [0, 1]\n[[arms]]\nname = "grpo"\nestimator = "grpo"\n[[
                 '[[settings]]\nname = "shop"\npreset = "tiny-webshop"\neval_splits = ["eval"]\n')
 
 
+def test_the_primary_arms_run_first_over_every_seed_then_the_reference_arms():
+    matrix = load_matrix(ROOT / "experiments" / "2026-12-decisive" / "matrix.toml")
+    order = [(run.arm.name, run.seed) for run in matrix.runs()]
+    primary = [arm.name for arm in matrix.arms if not arm.seeds]
+    assert len(primary) == 3 and len(order) == 3 * 16 + 3 * 8
+    assert order[:6] == [(primary[0], 0), (primary[1], 0), (primary[2], 0), (primary[0], 1), (primary[1], 1),
+                         (primary[2], 1)]
+    assert {name for name, _ in order[:48]} == set(primary)  # every reference run after every primary run
+    assert [seed for _, seed in order[48:]] == sorted(seed for _, seed in order[48:])  # still seed-major
+
+
 def test_a_setting_has_its_own_splits_and_a_graded_return_gets_a_score_column(tmp_path):
     matrix = _matrix(tmp_path, TWO_SETTINGS)
     assert {r.setting.name: r.eval_splits for r in matrix.runs()} == {

@@ -177,9 +177,15 @@ class CompareMatrix:
         return next(a for a in self.arms if a.name == name)
 
     def runs(self) -> list[RunSpec]:
-        """Every run, seed-major within a setting (so that a seed's warm start is paid first)."""
-        return [RunSpec(self, s, a, k) for s in self.settings for k in self.seeds for a in self.arms
-                if k in self.seeds_of(a)]
+        """Every run, in the order the scheduler starts them: within a setting, first the arms declared
+        on every seed (the primary contrasts, so that an interrupted matrix has as many complete paired
+        seeds as its time allowed), then the arms declared on fewer seeds; seed-major within each (so that
+        a seed's warm start is paid first)."""
+        def order(arm: ArmSpec) -> int:
+            return 0 if set(self.seeds) <= set(self.seeds_of(arm)) else 1
+
+        return [RunSpec(self, s, a, k) for s in self.settings for rank in (0, 1) for k in self.seeds
+                for a in self.arms if order(a) == rank and k in self.seeds_of(a)]
 
 
 @dataclass(frozen=True)
