@@ -185,6 +185,19 @@ TWO_SETTINGS = ('seeds = [0, 1]\n[[arms]]\nname = "grpo"\nestimator = "grpo"\n[[
                 '[[settings]]\nname = "shop"\npreset = "tiny-webshop"\neval_splits = ["eval"]\n')
 
 
+MATRIX_FILES = sorted((ROOT / "experiments").glob("*/matrix.toml"))
+
+
+@pytest.mark.parametrize("matrix_file", MATRIX_FILES, ids=lambda p: p.parent.name)
+def test_every_committed_matrix_loads_and_every_run_has_a_valid_config(matrix_file):
+    matrix = load_matrix(matrix_file)
+    configs = [run.config() for run in matrix.runs()]  # a config error is raised here
+    assert len({run.name for run in matrix.runs()}) == len(configs) > 0
+    for run, config in zip(matrix.runs(), configs, strict=True):
+        assert config.estimator == run.arm.estimator and config.seed == run.seed
+        assert all(getattr(config.advantage, key) == value for key, value in run.arm.options.items())
+
+
 def test_the_primary_arms_run_first_over_every_seed_then_the_reference_arms():
     matrix = load_matrix(ROOT / "experiments" / "2026-12-decisive" / "matrix.toml")
     order = [(run.arm.name, run.seed) for run in matrix.runs()]
