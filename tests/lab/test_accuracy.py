@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,3 +59,15 @@ def test_same_seed_same_numbers(checkpoint):
 def test_bad_lab_options_are_one_line_errors(checkpoint, capsys):
     assert main(["lab", "accuracy", str(checkpoint), "continuations=1"]) == 2
     assert "continuations" in capsys.readouterr().err
+
+
+ACCURACY_RESULTS = sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*accuracy*/*/result.json"))
+
+
+@pytest.mark.parametrize("path", ACCURACY_RESULTS, ids=lambda p: f"{p.parents[1].name}/{p.parent.name}")
+def test_every_committed_accuracy_record_loads_as_the_report_describes_it(path):
+    data, command = load_accuracy_result(path)
+    assert command.startswith("gaca lab accuracy") and len(data.steps) > 0
+    raw = json.loads(path.read_text())
+    assert raw["analysis"]["steps_scored"] <= len(data.steps)
+    assert f"{len(data.steps)} steps scored" in (path.parent / "report.md").read_text()
