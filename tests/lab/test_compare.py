@@ -260,6 +260,26 @@ def test_the_table_averages_over_the_seeds_every_arm_finished(tmp_path):
     assert table.rows["grpo"].seeds == [0, 1] and table.rows["warm start"].seeds == [0, 1] and table.left_out == {}
 
 
+def test_the_table_ignores_arms_not_started_and_seeds_an_arm_was_not_declared_on():
+    """Mid-matrix: reference arms not started yet do not let the other arms' seeds run apart; at the end,
+    a reference arm declared on fewer seeds does not take the primary arms' other seeds out of the means."""
+    matrix = load_matrix(ROOT / "experiments" / "2026-12-decisive" / "matrix.toml")
+    primary = [arm.name for arm in matrix.arms if not arm.seeds]
+    fixed, gaca, anti = primary
+    data = SettingRecords(runs={fixed: {s: _record({"eval": [1.0, 0.0]}) for s in (0, 1, 2)},
+                                gaca: {0: _record({"eval": [1.0, 1.0]})}, anti: {0: _record({"eval": [0.0, 0.0]})}},
+                          warm={})
+    table = split_table(matrix, data, "eval")
+    assert table.common_seeds == [0] and table.left_out == {fixed: [1, 2]} and table.rows[fixed].seeds == [0]
+    assert table.rows["grpo"].seeds == []  # declared, not started: an empty row, not a reason to mix seeds
+    reference = [arm.name for arm in matrix.arms if arm.seeds]
+    every = {name: {s: _record({"eval": [1.0, 0.0]}) for s in matrix.seeds_of(matrix.arm(name))}
+             for name in primary + reference}
+    table = split_table(matrix, SettingRecords(runs=every, warm={}), "eval")
+    assert table.common_seeds == list(range(16)) and table.left_out == {}
+    assert table.rows[fixed].seeds == list(range(16)) and table.rows["grpo"].seeds == list(range(8))
+
+
 def test_the_declared_contrasts_are_tested_over_seeds_with_holm_and_tost(tmp_path):
     seeds = list(range(8))
     matrix = _matrix(tmp_path, f"seeds = {seeds}\n" + '[[arms]]\nname = "a"\nestimator = "gaca"\n[[arms]]\n'

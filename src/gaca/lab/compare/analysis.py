@@ -5,8 +5,10 @@ same sampling stream, so everything here is paired by seed (and by game within a
 
 - Tables (``SplitTable``): per held-out split, each arm's (and the warm start's) success over all
   games and per task family, its invalid-action ratio and, where returns carry partial credit, its
-  score; mean ± sd over the seeds on which every arm finished (a mean over other seeds would compare
-  seeds, which differ far more than arms do).
+  score; mean ± sd over the seeds on which every arm finished that was declared on them, among the
+  arms with a finished run (a mean over other seeds would compare seeds, which differ far more than
+  arms do; an arm not started yet does not empty the table, and a reference arm declared on fewer
+  seeds does not shrink the others' seeds).
 - The primary analysis (``ContrastResult``), as declared in the matrix before the runs: the endpoint
   of (arm, seed) pooled over every game of every held-out split; for each contrast the per-seed
   differences d_s = endpoint(treatment) − endpoint(control), tested with a paired t test and an
@@ -83,7 +85,7 @@ class SplitTable:
     """Arm (and ``WARM_START``) -> row."""
     common_seeds: list[int]
     left_out: dict[str, list[int]]
-    """Arm -> seeds it finished that not every arm did (kept out of the means)."""
+    """Arm -> seeds it finished that not every arm declared on them did (kept out of the means)."""
 
 
 def _row(evaluations: dict[int, SplitEvaluation], families: list[str], graded: bool) -> Row:
@@ -98,8 +100,10 @@ def split_table(matrix: CompareMatrix, records: SettingRecords, split: str) -> S
     """The table of one held-out split (module docstring)."""
     finals = {arm.name: {s: r.final[split] for s, r in records.runs.get(arm.name, {}).items() if split in r.final}
               for arm in matrix.arms}
-    everyone = [set(v) for v in finals.values() if v]
-    common = sorted(set.intersection(*everyone)) if everyone and len(everyone) == len(finals) else []
+    started = {a: set(v) for a, v in finals.items() if v}
+    declared = {arm.name: set(matrix.seeds_of(arm)) for arm in matrix.arms}
+    common = sorted(s for s in set().union(*started.values())
+                    if all(s in done for a, done in started.items() if s in declared[a]))
     left_out = {a: extra for a, v in finals.items() if common and (extra := sorted(set(v) - set(common)))}
     if common:
         finals = {a: {s: e for s, e in v.items() if s in common} for a, v in finals.items()}

@@ -143,7 +143,7 @@ def _table_lines(setting: str, table: SplitTable) -> list[str]:
 def markdown(report: CompareReport) -> str:
     lines = ["# Learning comparison", "", f"Command: `{report.command}`. Every arm of a seed starts from the seed's "
              "warm start and is evaluated on the same games with the same sampling stream; tables show mean ± sd "
-             "over the seeds every arm finished.", "", "Arms:", ""]
+             "over the seeds finished by every arm declared on them (arms not started yet aside).", "", "Arms:", ""]
     lines += [f"- **{name}**: `{a['estimator']}` {a['options'] or ''} (seeds {a['seeds']})"
               + (f" — {a['note']}" if a["note"] else "") for name, a in report.arms.items()]
     lines += ["", *_contrast_lines(report)]
