@@ -81,3 +81,32 @@ def test_train_then_eval_from_the_command_line(tmp_path, cache, capsys):
     assert main(["eval", str(tmp_path / "run"), "--json"]) == 0
     out = capsys.readouterr().out
     assert "held-out success:" in out and '"eval/episodes": 2.0' in out
+
+
+@pytest.mark.parametrize("mode", ["generate", "choose"])
+def test_eval_writes_what_the_agent_did_episode_by_episode(tmp_path, cache, capsys, mode):
+    pytest.importorskip("alfworld")
+    assert main(["train", "--preset", "tiny-alfworld", *small_overrides(tmp_path / "run", cache, "trackers=[]")]) == 0
+    capsys.readouterr()
+    log = tmp_path / "episodes.jsonl"
+    assert main(["eval", str(tmp_path / "run"), f'rollout.action_mode="{mode}"', "--json", "--episodes", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote 2 episodes (task, actions, outcome) to {log}" in out
+    metrics = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    episodes = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(episodes) == 2 and len({e["seed"] for e in episodes}) == 2
+    assert sum(e["won"] for e in episodes) / 2 == metrics["eval/success"]
+    assert sum(e["length"] for e in episodes) / 2 == metrics["eval/episode_length"]
+    steps = [step for e in episodes for step in e["steps"]]
+    invalid = sum(not step["valid"] for step in steps)
+    assert invalid / len(steps) == pytest.approx(metrics["eval/invalid_ratio"])
+    for e in episodes:
+        assert e["task"] and e["family"] in ("pick_and_place_simple", "look_at_obj_in_light") and e["error"] is None
+        assert len(e["steps"]) == e["length"] >= 1
+        assert e["env_return"] == pytest.approx(sum(step["reward"] for step in e["steps"]))
+    for step in steps:
+        assert step["observation"] and isinstance(step["action"], str)
+        if mode == "choose":  # an admissible action, chosen with a probability
+            assert step["valid"] and step["candidates"] >= 1 and 0.0 < step["p"] <= 1.0
+        else:
+            assert step["candidates"] is None and step["p"] is None

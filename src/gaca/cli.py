@@ -64,11 +64,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from gaca.train.run import evaluate_checkpoint
 
-    stats, _cfg = evaluate_checkpoint(args.checkpoint, args.overrides)
+    stats, _cfg = evaluate_checkpoint(args.checkpoint, args.overrides, keep_episodes=args.episodes is not None)
     metrics = stats.metrics()
     print(f"held-out success: {_fmt_eval(metrics)}")
     if args.json:
         print(json.dumps(metrics, indent=2, sort_keys=True))
+    if args.episodes is not None:
+        from gaca.persist import atomic_write
+        from gaca.train.evaluate import episode_log
+
+        atomic_write(args.episodes, "".join(json.dumps(episode_log(e)) + "\n" for e in stats.played))
+        print(f"wrote {len(stats.played)} episodes (task, actions, outcome) to {args.episodes}")
     return 0
 
 
@@ -254,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("checkpoint", help="run directory or checkpoint.pt")
     e.add_argument("overrides", nargs="*", help="key=value changes to the saved config, e.g. eval.temperature=0.5")
     e.add_argument("--json", action="store_true", help="also print all metrics as JSON")
+    e.add_argument("--episodes", metavar="PATH",
+                   help="write every held-out episode (task, each step's observation and action, outcome) to PATH "
+                        "as JSON lines, to read what the agent did")
     e.set_defaults(func=cmd_eval)
 
     pl = sub.add_parser("plot", help="write success and diagnostics PNGs into a run directory")

@@ -71,3 +71,18 @@ def test_every_committed_accuracy_record_loads_as_the_report_describes_it(path):
     raw = json.loads(path.read_text())
     assert raw["analysis"]["steps_scored"] <= len(data.steps)
     assert f"{len(data.steps)} steps scored" in (path.parent / "report.md").read_text()
+
+
+def test_the_committed_failure_logs_match_the_evaluations_they_came_from():
+    """experiments/2026-12-main-job-ceiling: the episode logs classify to the counts its README quotes."""
+    import importlib.util
+
+    folder = Path(__file__).resolve().parents[2] / "experiments" / "2026-12-main-job-ceiling"
+    spec = importlib.util.spec_from_file_location("failures", folder / "failures.py")
+    failures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(failures)
+    for name, won, wrong in (("warm-start", 118, 60), ("after-100-iterations", 141, 44)):
+        counts = failures.classify(failures.read(folder / f"{name}.jsonl.gz"))
+        assert counts["episodes"] == 256 and counts["won"] == won and counts["took a wrong object"] == wrong
+        lost = ("never took an object", "took a wrong object", "took the right object, did not finish")
+        assert sum(counts[k] for k in lost) == 256 - won

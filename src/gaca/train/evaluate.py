@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -81,6 +82,9 @@ class EvalStats:
     outcomes: list[GameOutcome] = field(default_factory=list, repr=False)
     """Per episode, in the order of the seeds (what paired comparisons between policies evaluated on
     the same games need)."""
+    played: list[Episode] = field(default_factory=list, repr=False)
+    """The episodes themselves, in the order of the seeds, when ``evaluate(keep_episodes=True)``
+    (``episode_log`` turns them into what an agent did, step by step); empty otherwise."""
 
     def metrics(self, prefix: str = "eval") -> dict[str, float]:
         """Flat namespaced metrics (``eval/success``, ``eval/success/<family>``, …)."""
@@ -138,16 +142,44 @@ def evaluate(
     temperature: float,
     top_p: float,
     generator: torch.Generator | None = None,
+    keep_episodes: bool = False,
 ) -> EvalStats:
-    """Play every seed once with the policy (chunks of the pool's size), without gradients."""
+    """Play every seed once with the policy (chunks of the pool's size), without gradients;
+    ``keep_episodes``: keep the episodes in ``EvalStats.played``."""
     t0 = time.perf_counter()
     agent = rollout_cfg.agent(policy, pool, generator, temperature=temperature, top_p=top_p)
     with torch.no_grad():
         played = play_episodes(pool, seeds, agent)
     stats = summarize_episodes(played.episodes)
+    if keep_episodes:
+        stats.played = played.episodes
     stats.forward_passes = agent.forward_passes
     stats.seconds = time.perf_counter() - t0
     return stats
 
 
-__all__ = ["EvalStats", "GameOutcome", "evaluate", "summarize_episodes"]
+def episode_log(episode: Episode) -> dict[str, Any]:
+    """What the agent did in one episode, as one JSON-able record (a line of ``gaca eval --episodes``).
+
+    Keys: ``seed``, ``task_id``, ``family``, ``task``, ``won``, ``env_return``, ``length``,
+    ``truncated`` (ended by the step limit), ``error`` (the environment's failure, or None), and
+    ``steps``: per step the ``observation`` the agent answered, its ``action``, whether the
+    environment accepted it (``valid``), the ``reward``, and, for a policy that chose among the
+    admissible actions, ``candidates`` (how many) and ``p`` = π(a | s) of the chosen action at the
+    sampling temperature (None otherwise).
+    """
+    steps = []
+    for step in episode.steps:
+        payload = step.decision.payload
+        logprob = getattr(payload, "decision_logprob", None)  # choose mode's ChosenAction
+        actions = getattr(payload, "actions", None)
+        steps.append({"observation": step.turn.observation, "action": step.decision.action,
+                      "valid": not step.invalid, "reward": float(step.outcome.reward),
+                      "candidates": None if actions is None else len(actions),
+                      "p": None if logprob is None else math.exp(logprob)})
+    return {"seed": episode.seed, "task_id": episode.task_id, "family": episode.task_type or "unknown",
+            "task": episode.task, "won": episode.won, "env_return": float(episode.env_return),
+            "length": episode.length, "truncated": episode.truncated, "error": episode.error, "steps": steps}
+
+
+__all__ = ["EvalStats", "GameOutcome", "episode_log", "evaluate", "summarize_episodes"]

@@ -110,12 +110,13 @@ def eval_pool(cfg: TrainConfig) -> EnvPool:
                              num_games=cfg.env.num_eval_games)
 
 
-def run_eval(policy: CausalLMPolicy, pool: EnvPool, cfg: TrainConfig) -> EvalStats:
+def run_eval(policy: CausalLMPolicy, pool: EnvPool, cfg: TrainConfig, *, keep_episodes: bool = False) -> EvalStats:
     """Held-out evaluation. Every evaluation of a run draws from the same sampling stream (common
     random numbers), so the change between two evaluations is the policy's, not the dice's; and
     ``gaca eval`` of a checkpoint reproduces the run's own evaluation of it."""
     return evaluate(policy, pool, eval_task_seeds(cfg), cfg.rollout, temperature=cfg.eval.temperature,
-                    top_p=cfg.eval.top_p, generator=iteration_generator(cfg.seed, 0, EVAL_STREAM))
+                    top_p=cfg.eval.top_p, generator=iteration_generator(cfg.seed, 0, EVAL_STREAM),
+                    keep_episodes=keep_episodes)
 
 
 class TrainingRun:
@@ -264,15 +265,16 @@ def load_checkpoint_policy(checkpoint: str | Path, overrides: list[str] | None =
     return payload["policy"].build(config=cfg.policy), cfg
 
 
-def evaluate_checkpoint(checkpoint: str | Path, overrides: list[str] | None = None) -> tuple[EvalStats, TrainConfig]:
+def evaluate_checkpoint(checkpoint: str | Path, overrides: list[str] | None = None, *, keep_episodes: bool = False
+                        ) -> tuple[EvalStats, TrainConfig]:
     """Load a run's checkpoint (run directory or checkpoint.pt) and evaluate it on the held-out tasks.
 
     ``overrides`` (``key=value``) change the saved config, e.g. ``env.num_eval_games=50`` or
-    ``eval.temperature=0.5``.
+    ``eval.temperature=0.5``; ``keep_episodes``: keep the played episodes in ``EvalStats.played``.
     """
     policy, cfg = load_checkpoint_policy(checkpoint, overrides)
     with eval_pool(cfg) as pool:
-        return run_eval(policy, pool, cfg), cfg
+        return run_eval(policy, pool, cfg, keep_episodes=keep_episodes), cfg
 
 
 __all__ = ["Interrupt", "TrainResult", "TrainState", "TrainingRun", "eval_pool", "evaluate_checkpoint",
