@@ -94,3 +94,44 @@ def test_cosine_schedule_reaches_the_optimizer(tiny_config, tiny_tokenizer, corp
 def test_config_rejects_an_unknown_lr_schedule():
     with pytest.raises(ValueError, match=r"sft\.lr_schedule"):
         SFTConfig(lr_schedule="step")
+
+
+def _weights(policy) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in policy.trainable_parameters()]
+
+
+def test_sft_resumed_from_its_progress_equals_the_uninterrupted_run(tiny_config, tiny_tokenizer, corpus, caplog):
+    examples = list(zip(*corpus, strict=True))[:40]
+    kw = dict(steps=7, lr=3e-3, batch_size=8, seed=3)  # 40 examples / 8: the order crosses an epoch at step 5
+    plain = load_policy(tiny_config(), tokenizer=tiny_tokenizer)
+    expected = sft_warm_start(plain, examples, **kw)
+    saved: list[dict] = []
+    watched = load_policy(tiny_config(), tokenizer=tiny_tokenizer)
+    stats = sft_warm_start(watched, examples, **kw, save_progress=saved.append, progress_every=2)
+    assert [s["step"] for s in saved] == [2, 4, 6]  # none after the last step
+    assert stats["losses"] == expected["losses"]  # keeping the state changes nothing
+    assert all(torch.equal(a, b) for a, b in zip(_weights(watched), _weights(plain), strict=True))
+    for state in saved:
+        resumed = load_policy(tiny_config(), tokenizer=tiny_tokenizer)
+        with caplog.at_level("INFO", logger="gaca.policy.sft"):
+            out = sft_warm_start(resumed, examples, **kw, progress=state)
+        assert f"SFT resumed at step {state['step']}/7" in caplog.text
+        assert out["losses"] == expected["losses"] and out["loss_initial"] == expected["loss_initial"]
+        assert out["loss_final"] == expected["loss_final"] and out["tokens"] == expected["tokens"]
+        assert all(torch.equal(a, b) for a, b in zip(_weights(resumed), _weights(plain), strict=True))
+
+
+def test_sft_ignores_the_progress_of_another_run(tiny_config, tiny_tokenizer, corpus, caplog):
+    examples = list(zip(*corpus, strict=True))[:24]
+    saved: list[dict] = []
+    first = load_policy(tiny_config(), tokenizer=tiny_tokenizer)
+    sft_warm_start(first, examples, steps=4, lr=1e-3, batch_size=8, seed=0, save_progress=saved.append,
+                   progress_every=2)
+    plain = load_policy(tiny_config(), tokenizer=tiny_tokenizer)
+    expected = sft_warm_start(plain, examples, steps=4, lr=2e-3, batch_size=8, seed=0)
+    other = load_policy(tiny_config(), tokenizer=tiny_tokenizer)
+    with caplog.at_level("WARNING", logger="gaca.policy.sft"):
+        out = sft_warm_start(other, examples, steps=4, lr=2e-3, batch_size=8, seed=0, progress=saved[0])
+    assert "SFT progress of another run" in caplog.text
+    assert out["losses"] == expected["losses"]
+    assert all(torch.equal(a, b) for a, b in zip(_weights(other), _weights(plain), strict=True))

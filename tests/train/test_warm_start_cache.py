@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from gaca.train import train
@@ -61,3 +62,36 @@ def test_the_fingerprint_tells_warm_starts_apart_by_their_last_bit(tmp_path, cac
     assert cache.fingerprint(cfg) == fingerprint(saved["policy"]["state"], saved["policy"]["tokenizer_files"])
     # the run's checkpoint carries that same policy: the fingerprint the lab pins its records to
     assert load_checkpoint(tmp_path / "a")["policy"].fingerprint == cache.fingerprint(cfg)
+
+
+class _Crash(RuntimeError):
+    pass
+
+
+def test_a_run_interrupted_during_sft_continues_it_to_the_same_warm_start(tmp_path, cache, monkeypatch, caplog):
+    steps = ("sft.steps=5", "sft.progress_every=2", "threads=1", "iterations=0")
+    whole = small_config(tmp_path / "whole", cache, f"sft.cache_dir={str(tmp_path / 'w1')!r}", *steps)
+    train(whole)
+    expected = WarmStartCache.of(whole).fingerprint(whole)
+    assert list((tmp_path / "w1").iterdir()) == [WarmStartCache.of(whole).path(whole)]  # progress removed
+
+    store = tmp_path / "w2"
+    cfg = small_config(tmp_path / "a", cache, f"sft.cache_dir={str(store)!r}", *steps)
+    cache_of = WarmStartCache.of(cfg)
+    keep = WarmStartCache.save_progress
+
+    def save_then_crash(self, c, state):
+        keep(self, c, state)
+        if state["step"] == 4:
+            raise _Crash("killed during SFT")
+
+    monkeypatch.setattr(WarmStartCache, "save_progress", save_then_crash)
+    with pytest.raises(_Crash):
+        train(cfg)
+    assert cache_of.load_progress(cfg)["step"] == 4 and cache_of.fingerprint(cfg) is None
+    monkeypatch.undo()
+    with caplog.at_level("INFO", logger="gaca.policy.sft"):
+        train(small_config(tmp_path / "b", cache, f"sft.cache_dir={str(store)!r}", *steps))
+    assert "SFT resumed at step 4/5" in caplog.text
+    assert cache_of.fingerprint(cfg) == expected
+    assert not cache_of.progress_path(cfg).exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import logging
 import math
 import time
@@ -47,6 +49,24 @@ def sft_loss(policy: CausalLMPolicy, prompt_ids: list[torch.Tensor], responses: 
     return -(out.logprobs.sum() / mask.sum().to(out.logprobs.device))
 
 
+#: Version of the SFT progress layout (``sft_warm_start``'s ``progress`` / ``save_progress``).
+PROGRESS_FORMAT = 1
+
+
+def sft_identity(examples: Sequence[tuple[str, str]], *, steps: int, lr: float, batch_size: int, seed: int,
+                 weight_decay: float, max_grad_norm: float, eval_size: int | None, lr_schedule: str) -> str:
+    """A hash of what an SFT run computes (its data and settings): progress saved by one run resumes
+    only a run with the same identity."""
+    h = hashlib.sha1(repr((steps, lr, batch_size, seed, weight_decay, max_grad_norm, eval_size,
+                           lr_schedule, len(examples))).encode())
+    for prompt, response in examples:
+        h.update(prompt.encode())
+        h.update(b"\0")
+        h.update(response.encode())
+        h.update(b"\1")
+    return h.hexdigest()
+
+
 def sft_warm_start(
     policy: CausalLMPolicy,
     examples: Sequence[tuple[str, str]],
@@ -60,6 +80,9 @@ def sft_warm_start(
     reset_reference: bool = True,
     eval_size: int | None = 256,
     lr_schedule: str = "constant",
+    progress: dict[str, Any] | None = None,
+    save_progress: Callable[[dict[str, Any]], None] | None = None,
+    progress_every: int = 0,
 ) -> dict[str, Any]:
     """Supervised fine-tuning on ``(prompt, response)`` pairs; the loss covers response tokens only.
 
@@ -72,6 +95,12 @@ def sft_warm_start(
 
     With ``reset_reference`` (default) the reference policy becomes the warm-started policy
     (:meth:`CausalLMPolicy.reset_reference`), so RL's KL term anchors to it.
+
+    Interruptions: with ``save_progress`` and ``progress_every > 0`` the whole training state (trainable
+    weights, optimizer, schedule, sampling generator and the epoch's remaining order) is handed to
+    ``save_progress`` after every ``progress_every`` steps; passing the last such state back as
+    ``progress`` (to a policy built as the first was) continues from it, and the result equals the
+    uninterrupted run's bit for bit. A state of another SFT run (``sft_identity``) is ignored with a warning.
 
     Returns:
       ``{"loss_initial", "loss_final"}`` (token-mean loss before/after training on a fixed seeded
@@ -102,15 +131,35 @@ def sft_warm_start(
                 count += n
         return total / count
 
-    loss_initial = full_loss()
+    identity = None
+    if progress is not None or (save_progress is not None and progress_every > 0):
+        identity = sft_identity(examples, steps=steps, lr=lr, batch_size=batch_size, seed=seed,
+                                weight_decay=weight_decay, max_grad_norm=max_grad_norm, eval_size=eval_size,
+                                lr_schedule=lr_schedule)
+    if progress is not None and (progress.get("format") != PROGRESS_FORMAT or progress.get("identity") != identity):
+        logger.warning("SFT progress of another run (other data or settings): starting SFT afresh")
+        progress = None
     params = policy.trainable_parameters()
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: multiplier(step, steps))
     order: list[int] = []
     losses: list[float] = []
     tokens = 0
+    start = 0
+    if progress is None:
+        loss_initial = full_loss()
+    else:
+        with torch.no_grad():
+            for p, saved in zip(params, progress["params"], strict=True):
+                p.copy_(saved)
+        opt.load_state_dict(progress["optimizer"])
+        schedule.load_state_dict(progress["schedule"])
+        gen.set_state(progress["generator"])
+        order, losses, tokens = list(progress["order"]), list(progress["losses"]), int(progress["tokens"])
+        start, loss_initial = int(progress["step"]), float(progress["loss_initial"])
+        logger.info("SFT resumed at step %d/%d", start, steps)
     t0 = time.perf_counter()
-    for step in range(steps):
+    for step in range(start, steps):
         if len(order) < batch_size:
             order += torch.randperm(len(examples), generator=gen).tolist()
         idx, order = order[:batch_size], order[batch_size:]
@@ -128,6 +177,13 @@ def sft_warm_start(
         tokens += sum(int(responses[i].numel()) for i in idx)
         if (step + 1) % 50 == 0:
             logger.info("sft step %d/%d loss %.4f", step + 1, steps, losses[-1])
+        if save_progress is not None and progress_every > 0 and (step + 1) % progress_every == 0 and step + 1 < steps:
+            save_progress({
+                "format": PROGRESS_FORMAT, "identity": identity, "step": step + 1,
+                "params": [p.detach().clone() for p in params], "optimizer": copy.deepcopy(opt.state_dict()),
+                "schedule": schedule.state_dict(), "generator": gen.get_state(), "order": list(order),
+                "losses": list(losses), "tokens": tokens, "loss_initial": loss_initial,
+            })
     seconds = time.perf_counter() - t0
     loss_final = full_loss()
     if reset_reference:

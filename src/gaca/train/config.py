@@ -116,11 +116,17 @@ class SFTConfig:
     """Directory of warm-start checkpoints shared between runs ('': off). A run whose warm start
     (seed, policy, SFT and environment settings) matches a cached one loads it instead of repeating
     SFT; ``gaca lab compare`` uses it so that every estimator of a seed starts from one policy."""
+    progress_every: int = 200
+    """With ``cache_dir`` set: keep SFT's whole training state there every this many steps
+    (``warm-start-<key>.sft-progress.pt``), so that a run interrupted during SFT continues from it
+    when started again (the same warm start, bit for bit); removed once the warm start is cached.
+    0: never."""
 
     def __post_init__(self) -> None:
         validate.integer("sft.episodes", self.episodes, 0)
         validate.integer("sft.steps", self.steps, 0)
         validate.integer("sft.batch_size", self.batch_size, 1)
+        validate.integer("sft.progress_every", self.progress_every, 0)
         validate.number("sft.lr", self.lr, 0.0, None, lo_open=True)
         LR_SCHEDULES.check(self.lr_schedule, "sft.lr_schedule")
         validate.number("sft.detour_prob", self.detour_prob, 0.0, 1.0, hi_open=True)

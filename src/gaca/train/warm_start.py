@@ -9,6 +9,9 @@ With ``sft.cache_dir`` set, the result (a ``PolicyArtifact`` and the SFT summary
 ``WarmStartCache`` there, under a key of everything it depends on (``warm_start_key``), and a later
 run with the same key loads it: the same policy, SFT paid once. Everything after the warm start
 draws from its own seeded generators, so a run from the cache repeats the run that filled it exactly.
+While SFT runs, its training state is kept beside the cache entry every ``sft.progress_every``
+steps (``warm-start-<key>.sft-progress.pt``): a run killed during SFT and started again continues it
+and caches the same warm start, bit for bit; the file goes once the warm start is cached.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ CACHE_FORMAT = 2
 
 #: Settings that never change what a warm start computes (where caches live, how envs are run).
 _NOT_IN_KEY = {"env": ("num_workers", "step_timeout", "eval_split", "num_eval_games", "cache_dir"),
-               "policy": ("cache_dir", "choice_chunk_tokens"), "sft": ("cache_dir",)}
+               "policy": ("cache_dir", "choice_chunk_tokens"), "sft": ("cache_dir", "progress_every")}
 
 
 def warm_start_key(cfg: TrainConfig) -> str:
@@ -105,6 +108,28 @@ class WarmStartCache:
                 "summary": warm.summary}
         return atomic_write(self.path(cfg), lambda f: torch.save(data, f))
 
+    def progress_path(self, cfg: TrainConfig) -> Path:
+        """Where SFT towards ``cfg``'s warm start keeps its training state while it runs."""
+        return self.directory / f"warm-start-{warm_start_key(cfg)}.sft-progress.pt"
+
+    def load_progress(self, cfg: TrainConfig) -> dict[str, Any] | None:
+        """The SFT state an interrupted run left for ``cfg``'s warm start; None when there is none."""
+        path = self.progress_path(cfg)
+        if not path.is_file():
+            return None
+        try:
+            return torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as e:  # a torn file cannot occur (atomic writes), a foreign one can: start afresh
+            logger.warning("ignoring unreadable SFT progress %s (%s)", path, e)
+            return None
+
+    def save_progress(self, cfg: TrainConfig, state: dict[str, Any]) -> None:
+        """Keep SFT's training state ``state`` for ``cfg``'s warm start (atomically)."""
+        atomic_write(self.progress_path(cfg), lambda f: torch.save(state, f))
+
+    def clear_progress(self, cfg: TrainConfig) -> None:
+        self.progress_path(cfg).unlink(missing_ok=True)
+
     def fingerprint(self, cfg: TrainConfig) -> str | None:
         """The fingerprint of ``cfg``'s cached warm start; None when it is not cached."""
         warm = self.load(cfg)
@@ -122,16 +147,17 @@ def warm_start(cfg: TrainConfig, run_dir: Path) -> tuple[CausalLMPolicy, dict[st
         policy, summary = cached.policy.build(config=cfg.policy), {**cached.summary, "sft/cached": 1.0}
         logger.info("warm start loaded from the cache %s", cache.path(cfg))
     else:
-        policy, summary = _fresh_warm_start(cfg)
+        policy, summary = _fresh_warm_start(cfg, cache)
         if cache is not None:
             cache.store(cfg, WarmStart(PolicyArtifact.of(policy), summary))
+            cache.clear_progress(cfg)
     files = policy.tokenizer_files()
     if files is not None:
         write_tokenizer_files(files, run_dir / TOKENIZER_DIR)
     return policy, summary
 
 
-def _fresh_warm_start(cfg: TrainConfig) -> tuple[CausalLMPolicy, dict[str, float]]:
+def _fresh_warm_start(cfg: TrainConfig, cache: WarmStartCache | None) -> tuple[CausalLMPolicy, dict[str, float]]:
     t0 = time.perf_counter()
     num_games = cfg.env.num_train_games
     with EnvPool.for_split(cfg.env, cfg.env.train_split, min(cfg.sft.episodes, 16), num_games=num_games,
@@ -147,8 +173,11 @@ def _fresh_warm_start(cfg: TrainConfig) -> tuple[CausalLMPolicy, dict[str, float
         tokenizer = fit_tiny_tokenizer(texts, cfg.policy.tiny_vocab, cache_dir=cfg.policy.cache_dir, whole=whole)
     policy = load_policy(cfg.policy, tokenizer=tokenizer)
     examples = [(policy.build_prompt(p), r) for p, r in data.examples]
+    progress = {} if cache is None else dict(  # an interrupted SFT continues where it stopped
+        progress=cache.load_progress(cfg), save_progress=lambda state: cache.save_progress(cfg, state),
+        progress_every=cfg.sft.progress_every)
     stats = sft_warm_start(policy, examples, steps=cfg.sft.steps, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size,
-                          seed=cfg.seed, lr_schedule=cfg.sft.lr_schedule)
+                          seed=cfg.seed, lr_schedule=cfg.sft.lr_schedule, **progress)
     logger.info("SFT warm start: %d examples, loss %.3f -> %.3f", len(examples), stats["loss_initial"],
                 stats["loss_final"])
     return policy, {
