@@ -119,6 +119,10 @@ def test_sft_resumed_from_its_progress_equals_the_uninterrupted_run(tiny_config,
         assert out["losses"] == expected["losses"] and out["loss_initial"] == expected["loss_initial"]
         assert out["loss_final"] == expected["loss_final"] and out["tokens"] == expected["tokens"]
         assert all(torch.equal(a, b) for a, b in zip(_weights(resumed), _weights(plain), strict=True))
+        # time adds up over the processes; the speed is the resumed process's own tokens over its own time
+        own_seconds = out["seconds"] - state["seconds"]
+        assert state["seconds"] > 0 and own_seconds > 0
+        assert out["tokens_per_s"] * own_seconds == pytest.approx(out["tokens"] - state["tokens"])
 
 
 def test_sft_ignores_the_progress_of_another_run(tiny_config, tiny_tokenizer, corpus, caplog):

@@ -105,7 +105,8 @@ def sft_warm_start(
     Returns:
       ``{"loss_initial", "loss_final"}`` (token-mean loss before/after training on a fixed seeded
       subset of ``eval_size`` examples, all when None), ``"losses"`` (per step), ``"steps"``,
-      ``"tokens"`` (response tokens trained on), ``"seconds"``, ``"tokens_per_s"``.
+      ``"tokens"`` (response tokens trained on), ``"seconds"`` (training time of all the processes a
+      resumed run spans, up to their last saved state), ``"tokens_per_s"`` (this process's own speed).
     """
     if not examples:
         raise ValueError("sft_warm_start needs at least one example")
@@ -146,6 +147,7 @@ def sft_warm_start(
     losses: list[float] = []
     tokens = 0
     start = 0
+    earlier_seconds = 0.0  # training seconds spent by the processes this run resumes
     if progress is None:
         loss_initial = full_loss()
     else:
@@ -157,7 +159,9 @@ def sft_warm_start(
         gen.set_state(progress["generator"])
         order, losses, tokens = list(progress["order"]), list(progress["losses"]), int(progress["tokens"])
         start, loss_initial = int(progress["step"]), float(progress["loss_initial"])
+        earlier_seconds = float(progress.get("seconds", 0.0))
         logger.info("SFT resumed at step %d/%d", start, steps)
+    tokens_before = tokens
     t0 = time.perf_counter()
     for step in range(start, steps):
         if len(order) < batch_size:
@@ -183,8 +187,9 @@ def sft_warm_start(
                 "params": [p.detach().clone() for p in params], "optimizer": copy.deepcopy(opt.state_dict()),
                 "schedule": schedule.state_dict(), "generator": gen.get_state(), "order": list(order),
                 "losses": list(losses), "tokens": tokens, "loss_initial": loss_initial,
+                "seconds": earlier_seconds + time.perf_counter() - t0,
             })
-    seconds = time.perf_counter() - t0
+    own_seconds = time.perf_counter() - t0
     loss_final = full_loss()
     if reset_reference:
         policy.reset_reference()
@@ -194,6 +199,7 @@ def sft_warm_start(
         "losses": losses,
         "steps": steps,
         "tokens": tokens,
-        "seconds": seconds,
-        "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+        "seconds": earlier_seconds + own_seconds,
+        # this process's speed: a resumed run's earlier tokens were trained in other processes' time
+        "tokens_per_s": (tokens - tokens_before) / own_seconds if own_seconds > 0 else 0.0,
     }
