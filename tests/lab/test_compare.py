@@ -313,6 +313,28 @@ def test_the_declared_contrasts_are_tested_over_seeds_with_holm_and_tost(tmp_pat
     assert "Equivalent by construction" in markdown(report) and "**ahead**" in markdown(report)
 
 
+def test_the_verdict_waits_for_every_declared_seed(tmp_path):
+    """An interim look (fewer seeds finished than declared) gives the tests but no verdict, however
+    clear; an arm declared on fewer seeds bounds its contrast's declared seeds."""
+    matrix = _matrix(tmp_path, "seeds = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n" + '[[arms]]\nname = "a"\nestimator = "gaca"\n'
+                     '[[arms]]\nname = "b"\nestimator = "fixed_mix"\n[[arms]]\nname = "c"\nestimator = "grpo"\n'
+                     'seeds = [0, 1, 2, 3, 4, 5]\n[[settings]]\nname = "alf"\npreset = "tiny-alfworld"\n'
+                     'eval_splits = ["valid_seen"]\n[analysis]\ncontrasts = [["a", "b"], ["a", "c"]]\n')
+    rng = np.random.default_rng(5)
+
+    def run(p):
+        return _record({"valid_seen": list((rng.random(60) < p).astype(float))})
+
+    seeds = list(range(6))
+    records = SettingRecords(runs={"a": {s: run(0.9) for s in seeds}, "b": {s: run(0.1) for s in seeds},
+                                   "c": {s: run(0.1) for s in seeds}})
+    ab, ac = contrasts(matrix, {"alf": records})
+    assert ab.declared_seeds == list(range(10)) and ac.declared_seeds == seeds
+    assert ab.interim and ab.holm_p < 0.05 and ab.verdict == "none yet (6 of 10 seeds)"
+    assert not ac.interim and ac.holm_p < 0.05 and ac.verdict == "ahead"
+    assert "**none yet (6 of 10 seeds)**" in markdown(build_report(matrix, "cmd", {"alf": records}))
+
+
 def test_running_some_seeds_now_leaves_the_declared_matrix_alone(tmp_path, capsys):
     """``--seeds``: only those seeds' runs are started (none here), a seed outside the matrix is a
     one-line error, and the declaration, arm seed subsets included, is untouched."""

@@ -164,10 +164,21 @@ class ContrastResult:
     """95% interval of the mean difference, seeds and games resampled crossed."""
     per_split: dict[str, float] = field(default_factory=dict)
     """Mean per-seed difference on each split (descriptive)."""
+    declared_seeds: list[int] = field(default_factory=list)
+    """The seeds the matrix declares for both arms; the verdict waits for all of them."""
+
+    @property
+    def interim(self) -> bool:
+        """Fewer seeds finished than declared: the tests are a look, not the answer."""
+        return len(self.seeds) < len(self.declared_seeds)
 
     @property
     def verdict(self) -> str:
-        """"ahead", "behind", "level (equivalent within ±δ)" or "inconclusive", at the declared α."""
+        """"ahead", "behind", "level (equivalent within ±δ)" or "inconclusive", at the declared α, once every
+        declared seed is in; before that "none yet (k of n seeds)": reading the verdict at every look and
+        stopping at the first "ahead" would raise the false-positive rate above α."""
+        if self.interim:
+            return f"none yet ({len(self.seeds)} of {len(self.declared_seeds)} seeds)"
         if self.holm_p < self.alpha:
             return "ahead" if self.mean > 0 else "behind"
         if self.tost is not None and self.tost.equivalent:
@@ -187,7 +198,10 @@ def contrasts(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> list[Co
             seeds = sorted(s for s in a if s in b and a[s].finished(splits) and b[s].finished(splits))
             if not seeds:
                 continue
-            out.append(_contrast(matrix, setting, treatment, control, seeds, a, b, splits))
+            result = _contrast(matrix, setting, treatment, control, seeds, a, b, splits)
+            result.declared_seeds = sorted(set(matrix.seeds_of(matrix.arm(treatment)))
+                                           & set(matrix.seeds_of(matrix.arm(control))))
+            out.append(result)
     adjusted = stats.holm([c.permutation_p for c in out])
     for c, p in zip(out, adjusted, strict=True):
         c.holm_p = float(p)

@@ -101,7 +101,9 @@ def _contrast_lines(report: CompareReport) -> list[str]:
              f"Endpoint: final {a['endpoint']} pooled over every game of every held-out split, per seed; "
              f"difference d = treatment − control per seed; tests over seeds, {side}, α = {a['alpha']:g}, "
              f"p-values Holm-adjusted over all contrasts (the permutation test's); {margin}; 'detectable' is the "
-             "smallest true difference these seeds detect with 80% power.",
+             "smallest true difference these seeds detect with 80% power. The verdict is read once every "
+             "declared seed is in; before that the tests are an interim look and the verdict says how many seeds "
+             "are in.",
              "", "| setting | treatment − control | seeds | mean d ± sd | 95% (seeds × games) | t-test p | "
              "permutation p | Holm p | sign test (+/−) | TOST p | detectable | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
