@@ -119,7 +119,12 @@ def split_table(matrix: CompareMatrix, records: SettingRecords, split: str) -> S
 
 def endpoint(record: RunRecord, splits: list[str], kind: str) -> float:
     """The primary endpoint of one run: success (or 100 × return) over every game of ``splits`` pooled."""
-    games = [o for split in splits for o in record.final[split].played()]
+    return pooled_endpoint(record.final, splits, kind)
+
+
+def pooled_endpoint(evaluations: dict[str, SplitEvaluation], splits: list[str], kind: str) -> float:
+    """Success (or 100 × return) over every game of ``splits`` pooled, from one policy's evaluations."""
+    games = [o for split in splits for o in evaluations[split].played()]
     if not games:
         return math.nan
     return float(np.mean([o.won for o in games])) if kind == "success" else \
@@ -282,4 +287,5 @@ def left_to_run(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[
 
 
 __all__ = ["WARM_START", "ContrastResult", "NoiseFloor", "Row", "SettingRecords", "SplitTable", "collect",
-           "contrasts", "endpoint", "game_matrix", "left_to_run", "noise_floors", "split_table", "timing"]
+           "contrasts", "endpoint", "game_matrix", "left_to_run", "noise_floors", "pooled_endpoint", "split_table",
+           "timing"]

@@ -4,8 +4,10 @@
                           t and permutation tests Holm-adjusted, TOST, detectable difference, verdict),
                           the A/A floors, then per setting and held-out split the table (mean ± sd
                           over seeds; all games, invalid-action ratio, each task family), the time per
-                          iteration, and what is left to run
+                          iteration, each training series' drift per arm (descriptive, ``dynamics``),
+                          and what is left to run
     out_dir/curves.png    held-out success against environment steps, mean and range over seeds
+    out_dir/training.png  each training series against the iteration, mean over seeds per arm
     out_dir/final.png     final success per arm and split, every seed a dot
     out_dir/result.json   every number above, typed as in ``gaca.lab.compare.analysis``
 """
@@ -31,7 +33,9 @@ from gaca.lab.compare.analysis import (
     split_table,
     timing,
 )
+from gaca.lab.compare.dynamics import EARLY_ITERATIONS, LATE_ITERATIONS, SeriesDrift, series_drift
 from gaca.lab.compare.matrix import CompareMatrix
+from gaca.lab.compare.records import TRAINING
 from gaca.lab.figures import pyplot, save_figure, write_result
 from gaca.persist import atomic_write
 from gaca.train.timing import ITERATION_TIMES
@@ -53,6 +57,8 @@ class CompareReport:
     total_runs: int
     analysis: dict = field(default_factory=dict)
     """The matrix's declared analysis."""
+    drift: dict[str, list[SeriesDrift]] = field(default_factory=dict)
+    """Setting -> its training series' drift (descriptive)."""
 
 
 def build_report(matrix: CompareMatrix, command: str, data: dict[str, SettingRecords] | None = None) -> CompareReport:
@@ -72,15 +78,16 @@ def build_report(matrix: CompareMatrix, command: str, data: dict[str, SettingRec
         analysis={"endpoint": matrix.analysis.endpoint, "alternative": matrix.analysis.alternative,
                   "margin": matrix.analysis.margin, "alpha": matrix.analysis.alpha,
                   "declared_before_runs": matrix.analysis.declared_before_runs},
+        drift={s.name: series_drift(matrix, data.get(s.name, SettingRecords()), s) for s in matrix.settings},
     )
 
 
-def _mean_sd(values: list[float], digits: int = 3) -> str:
+def _mean_sd(values: list[float], digits: int = 3, *, signed: bool = False) -> str:
     values = [v for v in values if math.isfinite(v)]
     if not values:
         return "–"
     sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-    return f"{np.mean(values):.{digits}f} ± {sd:.{digits}f}"
+    return f"{np.mean(values):{'+' if signed else ''}.{digits}f} ± {sd:.{digits}f}"
 
 
 def _num(x: float, spec: str = ".4f") -> str:
@@ -142,6 +149,23 @@ def _table_lines(setting: str, table: SplitTable) -> list[str]:
     return [*lines, ""]
 
 
+def _drift_lines(setting: str, drifts: list[SeriesDrift]) -> list[str]:
+    lines = [f"### {setting}: training series (descriptive, not declared)", "",
+             f"Per arm, mean ± sd over its finished seeds of each training series averaged over the first "
+             f"{EARLY_ITERATIONS} iterations and the last {LATE_ITERATIONS}, and the change; r: over the finished "
+             "runs, centred within seed, the correlation of the change with the run's gain in the endpoint over "
+             "its seed's warm start (a view of how the arms steered training, not a test).", "",
+             "| series | arm | seeds | start | end | change | r (change, gain) |", "|---|---|---|---|---|---|---|"]
+    for d in drifts:
+        r = f"{d.gain_r:+.2f} ({d.gain_runs} runs)" if math.isfinite(d.gain_r) else "–"
+        for arm, per_seed in d.arms.items():
+            start, end = ([v[i] for v in per_seed.values()] for i in (0, 1))
+            lines.append(f"| {d.key} | {arm} | {len(per_seed)} | {_mean_sd(start)} | {_mean_sd(end)} | "
+                         f"{_mean_sd([b - a for a, b in zip(start, end, strict=True)], signed=True)} | {r} |")
+            r = ""
+    return [*lines, ""]
+
+
 def markdown(report: CompareReport) -> str:
     lines = ["# Learning comparison", "", f"Command: `{report.command}`. Every arm of a seed starts from the seed's "
              "warm start and is evaluated on the same games with the same sampling stream; tables show mean ± sd "
@@ -153,6 +177,8 @@ def markdown(report: CompareReport) -> str:
         lines += [f"## {setting}", ""]
         for table in splits.values():
             lines += _table_lines(setting, table)
+        if report.drift.get(setting):
+            lines += _drift_lines(setting, report.drift[setting])
         if report.timing.get(setting):
             lines += ["Mean seconds per iteration (one thread per run):", "",
                       "| arm | " + " | ".join(k.split("/")[1][:-2] for k in ITERATION_TIMES) + " |",
@@ -178,16 +204,16 @@ def plots(matrix: CompareMatrix, data: dict[str, SettingRecords], report: Compar
     settings = [s.name for s in matrix.settings]
     fig, axes = plt.subplots(1, len(settings), figsize=(6 * len(settings), 4), squeeze=False)
     for ax, setting in zip(axes[0], settings, strict=True):
-        for arm in matrix.arms:
+        for i, arm in enumerate(matrix.arms):
             curves = [r.curve for r in data.get(setting, SettingRecords()).runs.get(arm.name, {}).values() if r.curve]
             if not curves:
                 continue
             n = min(len(c) for c in curves)
             x = np.mean([[p.env_steps for p in c[:n]] for c in curves], axis=0)
             y = np.array([[p.success for p in c[:n]] for c in curves])
-            ax.plot(x, y.mean(0), "o-", ms=3, label=f"{arm.name} ({len(curves)} seeds)")
+            ax.plot(x, y.mean(0), "o-", ms=3, color=f"C{i}", label=f"{arm.name} ({len(curves)} seeds)")
             if len(curves) > 1:
-                ax.fill_between(x, y.min(0), y.max(0), alpha=0.12)
+                ax.fill_between(x, y.min(0), y.max(0), color=f"C{i}", alpha=0.12)
         ax.set_title(setting)
         ax.set_xlabel("environment steps (training)")
         ax.set_ylabel("held-out success (the run's eval split)")
@@ -212,11 +238,40 @@ def plots(matrix: CompareMatrix, data: dict[str, SettingRecords], report: Compar
             ax.set_ylim(0, 1)
             ax.grid(axis="y", alpha=0.3)
     paths.append(save_figure(fig, out_dir / "final.png"))
+    paths += _training_plot(matrix, data, out_dir)
     return paths
 
 
+def _training_plot(matrix: CompareMatrix, data: dict[str, SettingRecords], out_dir: Path) -> list[Path]:
+    """training.png: settings × training series, each arm's mean over its finished seeds per iteration."""
+    plt = pyplot()
+    settings = [s for s in matrix.settings if data.get(s.name, SettingRecords()).runs]
+    keys = [k for k in TRAINING if any(any(r.training.get(k, [])) for e in data.values() for runs in e.runs.values()
+                                       for r in runs.values())]  # a series never off zero shows nothing
+    if not settings or not keys:
+        return []
+    fig, axes = plt.subplots(len(settings), len(keys), figsize=(3.6 * len(keys), 3 * len(settings)), squeeze=False)
+    for row, setting in zip(axes, settings, strict=True):
+        splits = matrix.splits_of(setting)
+        for ax, key in zip(row, keys, strict=True):
+            for i, arm in enumerate(matrix.arms):
+                runs = data[setting.name].runs.get(arm.name, {})
+                series = [r.training[key] for r in runs.values() if r.finished(splits) and r.training.get(key)]
+                if not series or not any(any(x) for x in series):
+                    continue
+                n = min(len(x) for x in series)
+                ax.plot(range(1, n + 1), np.nanmean([x[:n] for x in series], axis=0), lw=1.2, color=f"C{i}",
+                        label=f"{arm.name} ({len(series)})")
+            ax.set_title(f"{setting.name}: {key}", fontsize=8)
+            ax.set_xlabel("iteration", fontsize=8)
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=6)
+    return [save_figure(fig, out_dir / "training.png")]
+
+
 def write_compare_report(matrix: CompareMatrix, out_dir: str | Path, *, command: str) -> list[Path]:
-    """Write report.md, curves.png, final.png and result.json from the finished runs."""
+    """Write report.md, curves.png, final.png, training.png and result.json from the finished runs."""
     out_dir = Path(out_dir)
     data = collect(matrix)
     report = build_report(matrix, command, data)
