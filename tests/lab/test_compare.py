@@ -65,7 +65,7 @@ def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
     report = (out / "report.md").read_text()
     assert "| grpo | 1 |" in report and "| warm start | 1 |" in report and "held-out split `unseen_rooms`" in report
     assert "| quick | gaca − grpo | 1 |" in report  # the declared contrast, over the one seed
-    for name in ("curves.png", "final.png", "training.png", "result.json"):
+    for name in ("curves.png", "final.png", "training.png", "contrasts.png", "result.json"):
         assert (out / name).stat().st_size > 0
     # how it trained, per iteration (what outlives the run directory); the warm start it came from
     record = grpo.record()

@@ -8,6 +8,8 @@
                           and what is left to run
     out_dir/curves.png    held-out success against environment steps, mean and range over seeds
     out_dir/training.png  each training series against the iteration, mean over seeds per arm
+    out_dir/contrasts.png each declared contrast: the per-seed differences, their mean with its 95% t
+                          interval, zero and the equivalence margin
     out_dir/final.png     final success per arm and split, every seed a dot
     out_dir/result.json   every number above, typed as in ``gaca.lab.compare.analysis``
 """
@@ -239,7 +241,38 @@ def plots(matrix: CompareMatrix, data: dict[str, SettingRecords], report: Compar
             ax.grid(axis="y", alpha=0.3)
     paths.append(save_figure(fig, out_dir / "final.png"))
     paths += _training_plot(matrix, data, out_dir)
+    paths += _contrast_plot(report, out_dir)
     return paths
+
+
+def _contrast_plot(report: CompareReport, out_dir: Path) -> list[Path]:
+    """contrasts.png: per declared contrast a row: each seed's difference (dots), the mean and its 95% t
+    interval (bar), zero, and the equivalence margin (band)."""
+    if not report.contrasts:
+        return []
+    plt = pyplot()
+    margin = report.analysis.get("margin", 0.0)
+    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.7 * len(report.contrasts)))
+    for y, c in enumerate(report.contrasts):
+        ax.scatter(c.differences, np.full(len(c.differences), y) + np.linspace(-0.15, 0.15, len(c.differences)),
+                   s=12, color="k", alpha=0.6, zorder=3)
+        if math.isfinite(c.t_test.lo):
+            ax.plot([c.t_test.lo, c.t_test.hi], [y, y], color="tab:red", lw=2.5, zorder=2)
+        ax.plot([c.mean], [y], "D", color="tab:red", ms=6, zorder=4)
+    if margin > 0:
+        ax.axvspan(-margin, margin, color="tab:green", alpha=0.12, label=f"equivalence margin ±{margin:g}")
+        ax.legend(fontsize=7, loc="best")
+    ax.axvline(0.0, color="k", lw=0.8)
+    ax.set_yticks(range(len(report.contrasts)),
+                  [f"{c.setting}\n{c.treatment} − {c.control}\n"
+                   + (f"({c.verdict})" if c.interim else f"({len(c.seeds)} seeds; {c.verdict})")
+                   for c in report.contrasts], fontsize=7)
+    ax.set_ylim(-0.6, len(report.contrasts) - 0.4)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"per-seed difference in final {report.analysis.get('endpoint', 'endpoint')} "
+                  "(dots), mean and 95% t interval (red)", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    return [save_figure(fig, out_dir / "contrasts.png")]
 
 
 def _training_plot(matrix: CompareMatrix, data: dict[str, SettingRecords], out_dir: Path) -> list[Path]:
@@ -271,7 +304,7 @@ def _training_plot(matrix: CompareMatrix, data: dict[str, SettingRecords], out_d
 
 
 def write_compare_report(matrix: CompareMatrix, out_dir: str | Path, *, command: str) -> list[Path]:
-    """Write report.md, curves.png, final.png, training.png and result.json from the finished runs."""
+    """Write report.md, curves.png, final.png, training.png, contrasts.png and result.json from the runs."""
     out_dir = Path(out_dir)
     data = collect(matrix)
     report = build_report(matrix, command, data)
