@@ -4,6 +4,7 @@ declared analysis, and the tables from typed records."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from scipy import stats as scipy_stats
 
 from gaca.cli import main
 from gaca.config import ConfigError
+from gaca.lab import stats
 from gaca.lab.compare import (
     CompareMatrix,
     RunRecord,
@@ -24,7 +26,14 @@ from gaca.lab.compare import (
     run_matrix,
     write_compare_report,
 )
-from gaca.lab.compare.analysis import SettingRecords, collect, contrasts, left_to_run, split_table
+from gaca.lab.compare.analysis import (
+    SettingRecords,
+    collect,
+    contrasts,
+    left_to_run,
+    secondary_contrasts,
+    split_table,
+)
 from gaca.lab.compare.matrix import load_run, run_spec_json
 from gaca.lab.compare.records import CurvePoint
 from gaca.lab.compare.report import build_report, markdown
@@ -149,6 +158,12 @@ def test_the_migrated_matrix_loads_and_bad_matrices_are_one_line_errors(tmp_path
         'root = "/tmp/x"\n[[arms]]\nname = "x"\nestimator = "gaca"\n': "not a matrix-file key",
         '[[arms]]\nname = "x"\nestimator = "gaca"\nseeds = [7]\n': "seeds of the matrix",
         '[[arms]]\nname = "a b"\nestimator = "gaca"\n[[arms]]\nname = "a_b"\nestimator = "grpo"\n': "arm file",
+        **{_TWO_ARMS + f"[[analysis.secondary]]\ntreatment = \"x\"\ncontrol = \"y\"\n{rest}\n": message
+           for rest, message in (
+               ('seeds = [1]\ndeclared = "d"', r"seeds \[1\] are not run by both arms"),
+               ('seeds = [0]\ndeclared = "d"\nendpoint = "loss"', r"secondary\[0\]: endpoint must be one of"),
+               ('seeds = [0]\ndeclared = " "', r"secondary\[0\].*when it was declared"),
+               ('seeds = [0]\ndeclared = "d"\nalternative = "less"', r"secondary\[0\]\.alternative must be one of"))},
     }
     for text, message in cases.items():
         path = tmp_path / "m.toml"
@@ -311,6 +326,48 @@ def test_the_declared_contrasts_are_tested_over_seeds_with_holm_and_tost(tmp_pat
     report = build_report(matrix, "cmd", {"alf": records})
     assert [(f.first, f.second, len(f.seeds)) for f in report.noise_floors] == [("b", "c", 8)]
     assert "Equivalent by construction" in markdown(report) and "**ahead**" in markdown(report)
+
+
+_TWO_ARMS = '[[arms]]\nname = "x"\nestimator = "gaca"\n[[arms]]\nname = "y"\nestimator = "grpo"\nseeds = [0]\n'
+
+
+def test_secondary_contrasts_use_their_own_seeds_endpoint_and_holm_family(tmp_path):
+    """A secondary contrast is tested on its declared seeds only (other seeds' runs ignored), on its own
+    endpoint (a training series: the mean of the last 10 iterations), Holm-adjusted apart from the primary."""
+    matrix = _matrix(tmp_path, "seeds = [0, 1, 2, 3, 4, 5, 6, 7, 8]\n" + '[[arms]]\nname = "a"\nestimator = "gaca"\n'
+                     '[[arms]]\nname = "b"\nestimator = "fixed_mix"\n[[settings]]\nname = "alf"\n'
+                     'preset = "tiny-alfworld"\neval_splits = ["valid_seen"]\n[analysis]\ncontrasts = [["a", "b"]]\n'
+                     '[[analysis.secondary]]\ntreatment = "a"\ncontrol = "b"\nendpoint = "policy/nll"\n'
+                     'seeds = [3, 4, 5, 6, 7, 8]\ndeclared = "after seeds 0-2"\n'
+                     '[[analysis.secondary]]\ntreatment = "b"\ncontrol = "a"\nseeds = [3, 4, 5, 6, 7, 8]\n'
+                     'declared = "after seeds 0-2"\nalternative = "two-sided"\n')
+    rng = np.random.default_rng(7)
+
+    def run(p, nll_end):
+        record = _record({"valid_seen": list((rng.random(50) < p).astype(float))})
+        record.training = {"policy/nll": [9.0] * 30 + [nll_end] * 10}  # only the last 10 count
+        return record
+
+    seeds = list(range(9))
+    records = SettingRecords(runs={"a": {s: run(0.6, 1.0 + 0.1 * s) for s in seeds},
+                                   "b": {s: run(0.5, 0.5 + 0.05 * s) for s in seeds}})
+    nll, success = secondary_contrasts(matrix, {"alf": records})
+    assert nll.seeds == [3, 4, 5, 6, 7, 8] and nll.declared == "after seeds 0-2" and nll.endpoint == "policy/nll"
+    assert nll.differences == pytest.approx([0.5 + 0.05 * s for s in (3, 4, 5, 6, 7, 8)])
+    assert nll.permutation_p == pytest.approx(1 / 64) and math.isnan(nll.crossed[0]) and nll.per_split == {}
+    expected = stats.holm([nll.permutation_p, success.permutation_p])
+    assert [nll.holm_p, success.holm_p] == pytest.approx(list(expected))
+    assert success.t_p == pytest.approx(scipy_stats.ttest_1samp(success.differences, 0.0).pvalue)  # two-sided
+    assert nll.holm_p < 0.05 and nll.verdict == "ahead" and success.tost is None
+    (primary,) = contrasts(matrix, {"alf": records})
+    assert primary.seeds == seeds  # the primary family is untouched by the secondary one
+    text = markdown(build_report(matrix, "cmd", {"alf": records}))
+    assert "| alf | a − b | policy/nll | after seeds 0-2 | 6 |" in text
+    # before any declared seed finished, the declaration is listed all the same
+    early = SettingRecords(runs={arm: {s: r for s, r in runs.items() if s < 3} for arm, runs in records.runs.items()})
+    assert secondary_contrasts(matrix, {"alf": early}) == []
+    assert "| – | a − b | policy/nll | after seeds 0-2 | 0 | no seed of [3, 4, 5, 6, 7, 8]" in \
+        markdown(build_report(matrix, "cmd", {"alf": early}))
 
 
 def test_the_verdict_waits_for_every_declared_seed(tmp_path):

@@ -17,6 +17,9 @@ same sampling stream, so everything here is paired by seed (and by game within a
   declared margin; the minimum difference the seeds could detect (80% power); and an interval over
   seeds and games crossed (every seed plays the same games).
 - Pairs of arms that are one algorithm by construction are reported as the A/A noise floor.
+- Secondary contrasts (``matrix.SecondaryContrast``), declared after some runs: the same tests on
+  their own seeds and endpoint (which may be a training series' end value), Holm-adjusted as their
+  own family, no equivalence test.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from gaca.lab.compare.records import RunRecord, SplitEvaluation, WarmStartRecord
 from gaca.train.timing import ITERATION_TIMES
 
 WARM_START = "warm start"
+#: A training-series endpoint is the series' mean over the run's last this many iterations.
+SERIES_END_ITERATIONS = 10
 
 
 @dataclass
@@ -118,7 +123,11 @@ def split_table(matrix: CompareMatrix, records: SettingRecords, split: str) -> S
 
 
 def endpoint(record: RunRecord, splits: list[str], kind: str) -> float:
-    """The primary endpoint of one run: success (or 100 × return) over every game of ``splits`` pooled."""
+    """The endpoint of one run: success (or 100 × return) over every game of ``splits`` pooled; for a
+    training series' name (``records.TRAINING``), its mean over the last ``SERIES_END_ITERATIONS``."""
+    if kind not in ("success", "score"):
+        series = record.training.get(kind, [])
+        return float(np.nanmean(series[-SERIES_END_ITERATIONS:])) if series else math.nan
     return pooled_endpoint(record.final, splits, kind)
 
 
@@ -171,6 +180,9 @@ class ContrastResult:
     """Mean per-seed difference on each split (descriptive)."""
     declared_seeds: list[int] = field(default_factory=list)
     """The seeds the matrix declares for both arms; the verdict waits for all of them."""
+    endpoint: str = "success"
+    declared: str = ""
+    """For a secondary contrast, when it was declared (``SecondaryContrast.declared``)."""
 
     @property
     def interim(self) -> bool:
@@ -207,34 +219,63 @@ def contrasts(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> list[Co
             result.declared_seeds = sorted(set(matrix.seeds_of(matrix.arm(treatment)))
                                            & set(matrix.seeds_of(matrix.arm(control))))
             out.append(result)
-    adjusted = stats.holm([c.permutation_p for c in out])
-    for c, p in zip(out, adjusted, strict=True):
-        c.holm_p = float(p)
+    _holm(out)
     return out
 
 
+def secondary_contrasts(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> list[ContrastResult]:
+    """The secondary contrasts of every setting, on their own seeds (Holm over them, apart from the primary)."""
+    out: list[ContrastResult] = []
+    for setting in matrix.settings:
+        records = data.get(setting.name, SettingRecords())
+        splits = matrix.splits_of(setting)
+        for spec in matrix.analysis.secondary:
+            a, b = records.runs.get(spec.treatment, {}), records.runs.get(spec.control, {})
+            seeds = sorted(s for s in spec.seeds if s in a and s in b and a[s].finished(splits)
+                           and b[s].finished(splits))
+            if not seeds:
+                continue
+            result = _contrast(matrix, setting, spec.treatment, spec.control, seeds, a, b, splits,
+                               kind=spec.endpoint, alternative=spec.alternative, margin=0.0)
+            result.declared_seeds, result.declared = sorted(spec.seeds), spec.declared
+            out.append(result)
+    _holm(out)
+    return out
+
+
+def _holm(results: list[ContrastResult]) -> None:
+    for c, p in zip(results, stats.holm([c.permutation_p for c in results]), strict=True):
+        c.holm_p = float(p)
+
+
 def _contrast(matrix: CompareMatrix, setting: SettingSpec, treatment: str, control: str, seeds: list[int],
-              a: dict[int, RunRecord], b: dict[int, RunRecord], splits: list[str]) -> ContrastResult:
+              a: dict[int, RunRecord], b: dict[int, RunRecord], splits: list[str], *, kind: str | None = None,
+              alternative: str | None = None, margin: float | None = None) -> ContrastResult:
     spec = matrix.analysis
-    kind, two_sided = spec.endpoint, spec.alternative == "two-sided"
+    kind = spec.endpoint if kind is None else kind
+    alternative = spec.alternative if alternative is None else alternative
+    margin = spec.margin if margin is None else margin
+    two_sided = alternative == "two-sided"
     d = np.array([endpoint(a[s], splits, kind) - endpoint(b[s], splits, kind) for s in seeds])
     t_test = stats.paired_t(d, alternative="greater", alpha=spec.alpha)
-    perm = stats.sign_flip_test(d, alternative=spec.alternative, rng=np.random.default_rng(0))
-    sign = stats.sign_test(d, alternative=spec.alternative)
-    tost = stats.tost(d, spec.margin, alpha=spec.alpha) if spec.margin > 0 else None
+    perm = stats.sign_flip_test(d, alternative=alternative, rng=np.random.default_rng(0))
+    sign = stats.sign_test(d, alternative=alternative)
+    tost = stats.tost(d, margin, alpha=spec.alpha) if margin > 0 else None
     sd = float(np.std(d, ddof=1)) if len(d) > 1 else math.nan
     detectable = stats.minimum_detectable_difference(len(d), sd, alpha=spec.alpha,
                                                      sides="two-sided" if two_sided else "one-sided").difference \
         if len(d) > 1 and sd > 0 else math.nan
-    cells = game_matrix(a, seeds, splits, kind) - game_matrix(b, seeds, splits, kind)
-    cells = cells[:, np.isfinite(cells).all(axis=0)]  # a game crashed on some seed says nothing of either arm
-    crossed = stats.crossed_bootstrap(cells, replicates=2000, rng=np.random.default_rng(0)) \
-        if cells.size else None
-    per_split = {split: float(np.mean([endpoint(a[s], [split], kind) - endpoint(b[s], [split], kind)
-                                       for s in seeds])) for split in splits}
+    crossed, per_split = None, {}
+    if kind in ("success", "score"):  # per game and per split; a training series has neither
+        cells = game_matrix(a, seeds, splits, kind) - game_matrix(b, seeds, splits, kind)
+        cells = cells[:, np.isfinite(cells).all(axis=0)]  # a game crashed on some seed says nothing of either arm
+        crossed = stats.crossed_bootstrap(cells, replicates=2000, rng=np.random.default_rng(0)) \
+            if cells.size else None
+        per_split = {split: float(np.mean([endpoint(a[s], [split], kind) - endpoint(b[s], [split], kind)
+                                           for s in seeds])) for split in splits}
     return ContrastResult(setting.name, treatment, control, seeds, d.tolist(), float(d.mean()), sd, t_test,
                           t_test.p_two_sided if two_sided else t_test.p, perm.p, sign, alpha=spec.alpha, tost=tost,
-                          detectable=float(detectable),
+                          detectable=float(detectable), endpoint=kind,
                           crossed=(crossed.lo, crossed.hi) if crossed is not None else (math.nan, math.nan),
                           per_split=per_split)
 
@@ -286,6 +327,22 @@ def left_to_run(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[
     return left
 
 
-__all__ = ["WARM_START", "ContrastResult", "NoiseFloor", "Row", "SettingRecords", "SplitTable", "collect",
-           "contrasts", "endpoint", "game_matrix", "left_to_run", "noise_floors", "pooled_endpoint", "split_table",
-           "timing"]
+__all__ = [
+    "SERIES_END_ITERATIONS",
+    "WARM_START",
+    "ContrastResult",
+    "NoiseFloor",
+    "Row",
+    "SettingRecords",
+    "SplitTable",
+    "collect",
+    "contrasts",
+    "endpoint",
+    "game_matrix",
+    "left_to_run",
+    "noise_floors",
+    "pooled_endpoint",
+    "secondary_contrasts",
+    "split_table",
+    "timing",
+]

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gaca.lab.compare.analysis import SettingRecords, pooled_endpoint
+from gaca.lab.compare.analysis import SERIES_END_ITERATIONS, SettingRecords, pooled_endpoint
 from gaca.lab.compare.matrix import CompareMatrix, SettingSpec
 from gaca.lab.compare.records import TRAINING
 
 #: Iterations averaged at the start and at the end of a run's training series.
 EARLY_ITERATIONS = 5
-LATE_ITERATIONS = 10
+LATE_ITERATIONS = SERIES_END_ITERATIONS
 
 
 @dataclass

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from gaca import validate
 from gaca.advantage import ESTIMATORS, AdvantageOptions
 from gaca.config import ConfigError, apply_overrides, from_dict, read_toml
-from gaca.lab.compare.records import RecordStore, _file_name
+from gaca.lab.compare.records import TRAINING, RecordStore, _file_name
 from gaca.train.config import TrainConfig, load_config
 
 #: Overrides every run of a matrix gets (runs go two at a time on a 2-core machine).
@@ -89,6 +89,32 @@ class SettingSpec:
 
 
 @dataclass
+class SecondaryContrast:
+    """A contrast declared after some of the matrix's runs had finished (e.g. to test on fresh seeds what
+    the first seeds suggested): tested only on ``seeds``, which must be seeds none of whose runs had
+    started when it was declared (the commit that adds it shows when), Holm-adjusted as a family of its
+    own, and never part of the primary verdict."""
+    treatment: str
+    control: str
+    seeds: list[int]
+    """The seeds it is tested on; its verdict waits for all of them."""
+    declared: str
+    """When, and after which seeds' results, it was declared (shown in the report)."""
+    endpoint: str = "success"
+    """``success`` or ``score`` as the primary endpoint; or a training series the records keep
+    (``gaca.lab.compare.records.TRAINING``, e.g. ``policy/nll``): its mean over the run's last 10 iterations."""
+    alternative: Literal["greater", "two-sided"] = "greater"
+    """``greater``: the treatment is expected ahead (higher); ``two-sided``."""
+    def __post_init__(self) -> None:
+        validate.literal_fields(self)
+        validate.choice("endpoint", self.endpoint, ["success", "score", *TRAINING])
+        if self.treatment == self.control or not self.seeds or not self.declared.strip():
+            raise ValueError("a secondary contrast names two different arms, its seeds and "
+                             f"when it was declared; got {self.treatment!r} − {self.control!r}, seeds {self.seeds}, "
+                             f"declared {self.declared!r}")
+
+
+@dataclass
 class AnalysisSpec:
     """The primary analysis, declared before the runs (``gaca.lab.compare.analysis``)."""
     endpoint: Endpoint = "success"
@@ -108,6 +134,8 @@ class AnalysisSpec:
     equivalent_by_construction: list[list[str]] = field(default_factory=list)
     """Arm pairs that are one algorithm (e.g. gigpo and fixed_mix w0=0.5: the same advantages up to a
     constant scale on every row with a peer): their difference is an A/A noise floor."""
+    secondary: list[SecondaryContrast] = field(default_factory=list)
+    """Contrasts declared after some runs, on seeds not run then (``[[analysis.secondary]]``)."""
     def __post_init__(self) -> None:
         validate.literal_fields(self, "analysis.")
         validate.number("analysis.margin", self.margin, 0.0)
@@ -149,10 +177,16 @@ class CompareMatrix:
         for arm in self.arms:
             if not set(arm.seeds) <= set(self.seeds):
                 raise ValueError(f"arms[{arm.name!r}].seeds must be seeds of the matrix {self.seeds}, got {arm.seeds}")
-        for pair in [*self.analysis.contrasts, *self.analysis.equivalent_by_construction]:
+        secondary = [[c.treatment, c.control] for c in self.analysis.secondary]
+        for pair in [*self.analysis.contrasts, *self.analysis.equivalent_by_construction, *secondary]:
             unknown = [a for a in pair if a not in arms]
             if unknown:
                 raise ValueError(f"analysis names arms that are not in the matrix: {unknown}; arms: {sorted(arms)}")
+        for c in self.analysis.secondary:
+            both = set(self.seeds_of(self.arm(c.treatment))) & set(self.seeds_of(self.arm(c.control)))
+            if not set(c.seeds) <= both:
+                raise ValueError(f"analysis.secondary {c.treatment!r} − {c.control!r}: seeds "
+                                 f"{sorted(set(c.seeds) - both)} are not run by both arms")
 
     @property
     def root_dir(self) -> Path:
@@ -278,4 +312,4 @@ def load_run(spec: dict[str, Any], overrides: list[str] | None = None) -> RunSpe
 
 
 __all__ = ["LAB_OVERRIDES", "QUICK_OVERRIDES", "AnalysisSpec", "ArmSpec", "CompareMatrix", "Endpoint", "RunSpec",
-           "SettingSpec", "load_matrix", "load_run", "quick_matrix", "run_spec_json"]
+           "SecondaryContrast", "SettingSpec", "load_matrix", "load_run", "quick_matrix", "run_spec_json"]

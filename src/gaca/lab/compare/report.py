@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from gaca.lab.compare.analysis import (
+    SERIES_END_ITERATIONS,
     WARM_START,
     ContrastResult,
     NoiseFloor,
@@ -32,6 +34,7 @@ from gaca.lab.compare.analysis import (
     contrasts,
     left_to_run,
     noise_floors,
+    secondary_contrasts,
     split_table,
     timing,
 )
@@ -61,6 +64,8 @@ class CompareReport:
     """The matrix's declared analysis."""
     drift: dict[str, list[SeriesDrift]] = field(default_factory=dict)
     """Setting -> its training series' drift (descriptive)."""
+    secondary: list[ContrastResult] = field(default_factory=list)
+    """The secondary contrasts (declared after some runs, on seeds not run then)."""
 
 
 def build_report(matrix: CompareMatrix, command: str, data: dict[str, SettingRecords] | None = None) -> CompareReport:
@@ -79,8 +84,10 @@ def build_report(matrix: CompareMatrix, command: str, data: dict[str, SettingRec
         total_runs=len(matrix.runs()),
         analysis={"endpoint": matrix.analysis.endpoint, "alternative": matrix.analysis.alternative,
                   "margin": matrix.analysis.margin, "alpha": matrix.analysis.alpha,
-                  "declared_before_runs": matrix.analysis.declared_before_runs},
+                  "declared_before_runs": matrix.analysis.declared_before_runs,
+                  "secondary": [dataclasses.asdict(c) for c in matrix.analysis.secondary]},
         drift={s.name: series_drift(matrix, data.get(s.name, SettingRecords()), s) for s in matrix.settings},
+        secondary=secondary_contrasts(matrix, data),
     )
 
 
@@ -126,12 +133,33 @@ def _contrast_lines(report: CompareReport) -> list[str]:
                      f"{tost} | {_num(c.detectable)} | **{c.verdict}** |")
     if not report.contrasts:
         lines.append("| – | no contrast has a seed finished by both arms yet | | | | | | | | | | |")
+    if report.analysis.get("secondary"):
+        lines += _secondary_lines(report)
     if report.noise_floors:
         lines += ["", "Equivalent by construction (one algorithm; their difference is the A/A noise floor):", "",
                   "| setting | pair | seeds | mean d ± sd |", "|---|---|---|---|"]
         lines += [f"| {f.setting} | {f.first} − {f.second} | {len(f.seeds)} | {f.mean:+.4f} ± {_num(f.sd)} |"
                   for f in report.noise_floors]
     return [*lines, ""]
+
+
+def _secondary_lines(report: CompareReport) -> list[str]:
+    lines = ["", "### Secondary contrasts (declared after some runs; tested on seeds none of whose runs had started)",
+             "", "Each on its own seeds and endpoint (a training series: its mean over a run's last "
+             f"{SERIES_END_ITERATIONS} iterations), Holm-adjusted as their own family; they never enter the "
+             "primary verdict. \"ahead\": the treatment's endpoint is the higher.", "",
+             "| setting | treatment − control | endpoint | declared | seeds | mean d ± sd | t-test p | permutation p | "
+             "Holm p | sign test (+/−) | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in report.secondary:
+        lines.append(f"| {c.setting} | {c.treatment} − {c.control} | {c.endpoint} | {c.declared} | {len(c.seeds)} | "
+                     f"{c.mean:+.4f} ± {_num(c.sd)} | {_p(c.t_p)} | {_p(c.permutation_p)} | {_p(c.holm_p)} | "
+                     f"{c.sign_test.positive}/{c.sign_test.n - c.sign_test.positive} ({_p(c.sign_test.p)}) | "
+                     f"**{c.verdict}** |")
+    tested = {(c.treatment, c.control, c.endpoint) for c in report.secondary}
+    lines += [f"| – | {c['treatment']} − {c['control']} | {c['endpoint']} | {c['declared']} | 0 | no seed of "
+              f"{c['seeds']} finished by both arms yet | | | | | |" for c in report.analysis["secondary"]
+              if (c["treatment"], c["control"], c["endpoint"]) not in tested]
+    return lines
 
 
 def _table_lines(setting: str, table: SplitTable) -> list[str]:
