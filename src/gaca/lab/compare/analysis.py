@@ -126,9 +126,13 @@ def endpoint(record: RunRecord, splits: list[str], kind: str) -> float:
     """The endpoint of one run: success (or 100 × return) over every game of ``splits`` pooled; for a
     training series' name (``records.TRAINING``), its mean over the last ``SERIES_END_ITERATIONS``."""
     if kind not in ("success", "score"):
-        series = record.training.get(kind, [])
-        return float(np.nanmean(series[-SERIES_END_ITERATIONS:])) if series else math.nan
+        return series_end(record.training.get(kind, []))
     return pooled_endpoint(record.final, splits, kind)
+
+
+def series_end(series: list[float] | np.ndarray, iterations: int = SERIES_END_ITERATIONS) -> float:
+    """A training series' end value: its mean over the last ``iterations`` (NaN when empty)."""
+    return float(np.nanmean(series[-iterations:])) if len(series) else math.nan
 
 
 def pooled_endpoint(evaluations: dict[str, SplitEvaluation], splits: list[str], kind: str) -> float:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gaca.lab.compare.analysis import SERIES_END_ITERATIONS, SettingRecords, pooled_endpoint
+from gaca.lab.compare.analysis import SERIES_END_ITERATIONS, SettingRecords, pooled_endpoint, series_end
 from gaca.lab.compare.matrix import CompareMatrix, SettingSpec
 from gaca.lab.compare.records import TRAINING
 
@@ -73,24 +73,25 @@ def series_drift(matrix: CompareMatrix, records: SettingRecords, setting: Settin
     splits, kind = matrix.splits_of(setting), matrix.analysis.endpoint
     warm = {s: pooled_endpoint(w.evaluations, splits, kind) for s, w in records.warm.items()
             if all(split in w.evaluations for split in splits)}
+    gains = {(arm, s): pooled_endpoint(r.final, splits, kind) - warm[s] for arm, runs in records.runs.items()
+             for s, r in runs.items() if s in warm and r.finished(splits)}
     out = []
     for key in TRAINING:
         drift = SeriesDrift(setting.name, key)
-        changes, gains, seeds = [], [], []
+        changes, gained, seeds = [], [], []
         for arm, runs in records.runs.items():
             series = {s: np.asarray(r.training[key], float) for s, r in sorted(runs.items())
                       if r.finished(splits) and len(r.training.get(key, [])) >= early + late}
             if not series or all(not np.any(x) for x in series.values()):
                 continue
-            drift.arms[arm] = {s: (float(np.nanmean(x[:early])), float(np.nanmean(x[-late:])))
-                               for s, x in series.items()}
+            drift.arms[arm] = {s: (float(np.nanmean(x[:early])), series_end(x, late)) for s, x in series.items()}
             for s, (start, end) in drift.arms[arm].items():
-                if s in warm:
+                if (arm, s) in gains:
                     changes.append(end - start)
-                    gains.append(pooled_endpoint(runs[s].final, splits, kind) - warm[s])
+                    gained.append(gains[arm, s])
                     seeds.append(s)
         if drift.arms:
-            drift.gain_r, drift.gain_runs = within_seed_correlation(np.array(changes), np.array(gains),
+            drift.gain_r, drift.gain_runs = within_seed_correlation(np.array(changes), np.array(gained),
                                                                     np.array(seeds))
             out.append(drift)
     return out
