@@ -163,7 +163,9 @@ def test_the_migrated_matrix_loads_and_bad_matrices_are_one_line_errors(tmp_path
                ('seeds = [1]\ndeclared = "d"', r"seeds \[1\] are not run by both arms"),
                ('seeds = [0]\ndeclared = "d"\nendpoint = "loss"', r"secondary\[0\]: endpoint must be one of"),
                ('seeds = [0]\ndeclared = " "', r"secondary\[0\].*when it was declared"),
-               ('seeds = [0]\ndeclared = "d"\nalternative = "less"', r"secondary\[0\]\.alternative must be one of"))},
+               ('seeds = [0]\ndeclared = "d"\nalternative = "less"', r"secondary\[0\]\.alternative must be one of"),
+               ('seeds = [0]\ndeclared = "d"\n[[analysis.secondary]]\ntreatment = "x"\ncontrol = "y"\nseeds = [0]\n'
+                'declared = "later"', r"declares 'x' − 'y' on 'success' with seeds \[0\] twice"))},
     }
     for text, message in cases.items():
         path = tmp_path / "m.toml"
@@ -334,13 +336,16 @@ _TWO_ARMS = '[[arms]]\nname = "x"\nestimator = "gaca"\n[[arms]]\nname = "y"\nest
 def test_secondary_contrasts_use_their_own_seeds_endpoint_and_holm_family(tmp_path):
     """A secondary contrast is tested on its declared seeds only (other seeds' runs ignored), on its own
     endpoint (a training series: the mean of the last 10 iterations), Holm-adjusted apart from the primary."""
-    matrix = _matrix(tmp_path, "seeds = [0, 1, 2, 3, 4, 5, 6, 7, 8]\n" + '[[arms]]\nname = "a"\nestimator = "gaca"\n'
+    matrix = _matrix(tmp_path, "seeds = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n" + '[[arms]]\nname = "a"\nestimator = "gaca"\n'
                      '[[arms]]\nname = "b"\nestimator = "fixed_mix"\n[[settings]]\nname = "alf"\n'
                      'preset = "tiny-alfworld"\neval_splits = ["valid_seen"]\n[analysis]\ncontrasts = [["a", "b"]]\n'
                      '[[analysis.secondary]]\ntreatment = "a"\ncontrol = "b"\nendpoint = "policy/nll"\n'
                      'seeds = [3, 4, 5, 6, 7, 8]\ndeclared = "after seeds 0-2"\n'
                      '[[analysis.secondary]]\ntreatment = "b"\ncontrol = "a"\nseeds = [3, 4, 5, 6, 7, 8]\n'
-                     'declared = "after seeds 0-2"\nalternative = "two-sided"\n')
+                     'declared = "after seeds 0-2"\nalternative = "two-sided"\n'
+                     # the first again on a seed none of whose runs exist: it differs in its seeds only
+                     '[[analysis.secondary]]\ntreatment = "a"\ncontrol = "b"\nendpoint = "policy/nll"\n'
+                     'seeds = [9]\ndeclared = "after seeds 0-8"\n')
     rng = np.random.default_rng(7)
 
     def run(p, nll_end):
@@ -366,8 +371,10 @@ def test_secondary_contrasts_use_their_own_seeds_endpoint_and_holm_family(tmp_pa
     # before any declared seed finished, the declaration is listed all the same
     early = SettingRecords(runs={arm: {s: r for s, r in runs.items() if s < 3} for arm, runs in records.runs.items()})
     assert secondary_contrasts(matrix, {"alf": early}) == []
-    assert "| – | a − b | policy/nll | after seeds 0-2 | 0 | no seed of [3, 4, 5, 6, 7, 8]" in \
+    assert "| alf | a − b | policy/nll | after seeds 0-2 | 0 | no seed of [3, 4, 5, 6, 7, 8]" in \
         markdown(build_report(matrix, "cmd", {"alf": early}))
+    # two declarations that differ in their seeds only are two rows: one tested, one waiting
+    assert "| alf | a − b | policy/nll | after seeds 0-8 | 0 | no seed of [9] finished" in text
 
 
 def test_the_verdict_waits_for_every_declared_seed(tmp_path):

@@ -105,6 +105,11 @@ class SecondaryContrast:
     (``gaca.lab.compare.records.TRAINING``, e.g. ``policy/nll``): its mean over the run's last 10 iterations."""
     alternative: Literal["greater", "two-sided"] = "greater"
     """``greater``: the treatment is expected ahead (higher); ``two-sided``."""
+    @property
+    def key(self) -> tuple[str, str, str, tuple[int, ...]]:
+        """What identifies the declaration: its arms, endpoint and seeds (two may differ in seeds only)."""
+        return self.treatment, self.control, self.endpoint, tuple(sorted(self.seeds))
+
     def __post_init__(self) -> None:
         validate.literal_fields(self)
         validate.choice("endpoint", self.endpoint, ["success", "score", *TRAINING])
@@ -143,6 +148,12 @@ class AnalysisSpec:
         for pair in [*self.contrasts, *self.equivalent_by_construction]:
             if len(pair) != 2 or pair[0] == pair[1]:
                 raise ValueError(f"analysis: a contrast or pair names two different arms, got {pair}")
+        keys = [c.key for c in self.secondary]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            treatment, control, endpoint, seeds = twice[0]
+            raise ValueError(f"analysis.secondary declares {treatment!r} − {control!r} on {endpoint!r} with seeds "
+                             f"{list(seeds)} twice")
 
 
 @dataclass

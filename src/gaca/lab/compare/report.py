@@ -155,10 +155,11 @@ def _secondary_lines(report: CompareReport) -> list[str]:
                      f"{c.mean:+.4f} ± {_num(c.sd)} | {_p(c.t_p)} | {_p(c.permutation_p)} | {_p(c.holm_p)} | "
                      f"{c.sign_test.positive}/{c.sign_test.n - c.sign_test.positive} ({_p(c.sign_test.p)}) | "
                      f"**{c.verdict}** |")
-    tested = {(c.treatment, c.control, c.endpoint) for c in report.secondary}
-    lines += [f"| – | {c['treatment']} − {c['control']} | {c['endpoint']} | {c['declared']} | 0 | no seed of "
-              f"{c['seeds']} finished by both arms yet | | | | | |" for c in report.analysis["secondary"]
-              if (c["treatment"], c["control"], c["endpoint"]) not in tested]
+    tested = {(c.setting, c.treatment, c.control, c.endpoint, tuple(c.declared_seeds)) for c in report.secondary}
+    lines += [f"| {setting} | {c['treatment']} − {c['control']} | {c['endpoint']} | {c['declared']} | 0 | no seed "
+              f"of {c['seeds']} finished by both arms yet | | | | | |"
+              for setting in report.tables for c in report.analysis["secondary"]
+              if (setting, c["treatment"], c["control"], c["endpoint"], tuple(sorted(c["seeds"]))) not in tested]
     return lines
 
 
