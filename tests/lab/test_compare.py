@@ -36,7 +36,7 @@ from gaca.lab.compare.analysis import (
 )
 from gaca.lab.compare.matrix import load_run, run_spec_json
 from gaca.lab.compare.records import CurvePoint
-from gaca.lab.compare.report import build_report, markdown
+from gaca.lab.compare.report import build_report, markdown, plots
 from gaca.lab.compare.worker import EVAL_FILE, WarmStartMismatch, run_one
 from gaca.persist import read_json
 from gaca.train import train
@@ -366,8 +366,11 @@ def test_secondary_contrasts_use_their_own_seeds_endpoint_and_holm_family(tmp_pa
     assert nll.holm_p < 0.05 and nll.verdict == "ahead" and success.tost is None
     (primary,) = contrasts(matrix, {"alf": records})
     assert primary.seeds == seeds  # the primary family is untouched by the secondary one
-    text = markdown(build_report(matrix, "cmd", {"alf": records}))
+    report = build_report(matrix, "cmd", {"alf": records})
+    text = markdown(report)
     assert "| alf | a − b | policy/nll | after seeds 0-2 | 6 |" in text
+    # contrasts.png: the declared contrasts' panel, then one per secondary endpoint
+    assert (tmp_path / "figures" / "contrasts.png") in plots(matrix, {"alf": records}, report, tmp_path / "figures")
     # before any declared seed finished, the declaration is listed all the same
     early = SettingRecords(runs={arm: {s: r for s, r in runs.items() if s < 3} for arm, runs in records.runs.items()})
     assert secondary_contrasts(matrix, {"alf": early}) == []

@@ -9,7 +9,8 @@
     out_dir/curves.png    held-out success against environment steps, mean and range over seeds
     out_dir/training.png  each training series against the iteration, mean over seeds per arm
     out_dir/contrasts.png each declared contrast: the per-seed differences, their mean with its 95% t
-                          interval, zero and the equivalence margin
+                          interval, zero and the equivalence margin; the secondary contrasts below, a
+                          panel per endpoint
     out_dir/final.png     final success per arm and split, every seed a dot
     out_dir/result.json   every number above, typed as in ``gaca.lab.compare.analysis``
 """
@@ -20,6 +21,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -275,14 +277,32 @@ def plots(matrix: CompareMatrix, data: dict[str, SettingRecords], report: Compar
 
 
 def _contrast_plot(report: CompareReport, out_dir: Path) -> list[Path]:
-    """contrasts.png: per declared contrast a row: each seed's difference (dots), the mean and its 95% t
-    interval (bar), zero, and the equivalence margin (band)."""
-    if not report.contrasts:
+    """contrasts.png: a panel for the declared contrasts and one per endpoint of the secondary ones; a row
+    per contrast: each seed's difference (dots), the mean and its 95% t interval (bar), zero, and the
+    equivalence margin (band, primary panel)."""
+    endpoint = report.analysis.get("endpoint", "endpoint")
+    panels = [(f"declared contrasts: final {endpoint}", report.contrasts, report.analysis.get("margin", 0.0))]
+    for secondary_endpoint in dict.fromkeys(c.endpoint for c in report.secondary):
+        rows = [c for c in report.secondary if c.endpoint == secondary_endpoint]
+        name = secondary_endpoint if secondary_endpoint in ("success", "score") else (
+            f"{secondary_endpoint}, mean of the last {SERIES_END_ITERATIONS} iterations")
+        panels.append((f"secondary contrasts: {name}", rows, 0.0))
+    panels = [p for p in panels if p[1]]
+    if not panels:
         return []
     plt = pyplot()
-    margin = report.analysis.get("margin", 0.0)
-    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.7 * len(report.contrasts)))
-    for y, c in enumerate(report.contrasts):
+    heights = [0.9 + 0.7 * len(rows) for _, rows, _ in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, (title, rows, margin) in zip(axes[:, 0], panels, strict=True):
+        _contrast_panel(ax, rows, margin)
+        ax.set_title(title, fontsize=8)
+    axes[-1, 0].set_xlabel("treatment − control: each seed (dots), mean and 95% t interval (red)", fontsize=8)
+    return [save_figure(fig, out_dir / "contrasts.png")]
+
+
+def _contrast_panel(ax: Any, rows: list[ContrastResult], margin: float) -> None:
+    for y, c in enumerate(rows):
         ax.scatter(c.differences, np.full(len(c.differences), y) + np.linspace(-0.15, 0.15, len(c.differences)),
                    s=12, color="k", alpha=0.6, zorder=3)
         if math.isfinite(c.t_test.lo):
@@ -292,16 +312,13 @@ def _contrast_plot(report: CompareReport, out_dir: Path) -> list[Path]:
         ax.axvspan(-margin, margin, color="tab:green", alpha=0.12, label=f"equivalence margin ±{margin:g}")
         ax.legend(fontsize=7, loc="best")
     ax.axvline(0.0, color="k", lw=0.8)
-    ax.set_yticks(range(len(report.contrasts)),
+    ax.set_yticks(range(len(rows)),
                   [f"{c.setting}\n{c.treatment} − {c.control}\n"
-                   + (f"({c.verdict})" if c.interim else f"({len(c.seeds)} seeds; {c.verdict})")
-                   for c in report.contrasts], fontsize=7)
-    ax.set_ylim(-0.6, len(report.contrasts) - 0.4)
+                   + (f"({c.verdict})" if c.interim else f"({len(c.seeds)} seeds; {c.verdict})") for c in rows],
+                  fontsize=7)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.invert_yaxis()
-    ax.set_xlabel(f"per-seed difference in final {report.analysis.get('endpoint', 'endpoint')} "
-                  "(dots), mean and 95% t interval (red)", fontsize=8)
     ax.grid(axis="x", alpha=0.3)
-    return [save_figure(fig, out_dir / "contrasts.png")]
 
 
 def _training_plot(matrix: CompareMatrix, data: dict[str, SettingRecords], out_dir: Path) -> list[Path]:
