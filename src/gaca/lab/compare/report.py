@@ -41,7 +41,7 @@ from gaca.lab.compare.analysis import (
     timing,
 )
 from gaca.lab.compare.dynamics import EARLY_ITERATIONS, LATE_ITERATIONS, SeriesDrift, series_drift
-from gaca.lab.compare.matrix import CompareMatrix
+from gaca.lab.compare.matrix import CompareMatrix, SecondaryContrast
 from gaca.lab.compare.records import TRAINING
 from gaca.lab.figures import pyplot, save_figure, write_result
 from gaca.persist import atomic_write
@@ -161,7 +161,7 @@ def _secondary_lines(report: CompareReport) -> list[str]:
     lines += [f"| {setting} | {c['treatment']} − {c['control']} | {c['endpoint']} | {c['declared']} | 0 | no seed "
               f"of {c['seeds']} finished by both arms yet | | | | | |"
               for setting in report.tables for c in report.analysis["secondary"]
-              if (setting, c["treatment"], c["control"], c["endpoint"], tuple(sorted(c["seeds"]))) not in tested]
+              if (setting, *SecondaryContrast(**c).key) not in tested]
     return lines
 
 
