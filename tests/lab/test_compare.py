@@ -31,7 +31,10 @@ from gaca.lab.compare.analysis import (
     collect,
     contrasts,
     left_to_run,
+    remaining_cost,
+    run_seconds,
     secondary_contrasts,
+    seed_endpoints,
     split_table,
 )
 from gaca.lab.compare.matrix import load_run, run_spec_json
@@ -257,6 +260,55 @@ def test_the_report_says_what_is_left_to_run(tmp_path):
     assert left_to_run(matrix, data) == {"alf": {"grpo": [0, 1], "gaca": [0, 1]}, "shop": {"grpo": [0, 1], "gaca": [1]}}
     text = markdown(build_report(matrix, "cmd", data))
     assert "1 of 8 runs finished." in text and "- shop: grpo seeds 0, 1; gaca seeds 1" in text
+
+
+def test_what_is_left_costs_its_arms_measured_time_and_names_the_warm_starts_to_make(tmp_path):
+    """Each run left costs its arm's mean finished wall time (iterations × mean seconds each + its final
+    evaluations); an arm with no finished run costs the setting's mean; seeds without a warm start are named."""
+    matrix = _matrix(tmp_path, TWO_SETTINGS.replace("seeds = [0, 1]", "seeds = [0, 1, 2]"))
+
+    def timed(per_iteration: float, iterations: int, eval_seconds: float) -> RunRecord:
+        record = _record({"eval": [1.0, 0.0]})
+        record.final["eval"].seconds = eval_seconds
+        return dataclasses.replace(record, timing={**record.timing, "time/iteration_s": per_iteration},
+                                   iterations=iterations)
+
+    assert run_seconds(timed(10.0, 40, 60.0)) == 460.0
+    warm = {0: WarmStartRecord("f", {"eval": SplitEvaluation(_outcomes([0.0]))})}
+    shop = SettingRecords(runs={"gaca": {0: timed(10.0, 40, 60.0), 1: timed(20.0, 40, 40.0)}}, warm=warm)
+    cost = remaining_cost(matrix, {"shop": shop})
+    # gaca seed 2 at gaca's mean (460 + 840) / 2 = 650 s; grpo's three at the setting's mean, 650 s too
+    assert cost["shop"].runs == 4 and cost["shop"].seconds == pytest.approx(4 * 650.0)
+    assert cost["shop"].warm_starts == [1, 2]  # seed 1's run finished, but its warm start has no record
+    shop.runs["grpo"] = {0: timed(1.0, 100, 0.0)}  # 100 s: the grpo runs left now cost grpo's own time
+    cost = remaining_cost(matrix, {"shop": shop})
+    assert cost["shop"].runs == 3 and cost["shop"].seconds == pytest.approx(650.0 + 2 * 100.0)
+    assert math.isnan(cost["alf"].seconds) and cost["alf"].runs == 6 and cost["alf"].warm_starts == [0, 1, 2]
+    text = markdown(build_report(matrix, "cmd", {"shop": shop}))
+    assert "- shop: 3 runs left, ≈ 0.2 core-hours at its finished runs' measured time (one thread a run; ≈ 0.1 " \
+           "hours at 2 at a time), plus the warm starts (SFT) of seeds 1, 2, not timed here." in text
+    assert "- alf: 6 runs left, cost unknown until one of its runs finishes, plus the warm starts" in text
+
+
+def test_the_report_lists_the_endpoint_per_seed_that_each_difference_is_made_of(tmp_path):
+    matrix = _matrix(tmp_path, "seeds = [0, 1, 2]\n" + _TWO_ARMS.replace("seeds = [0]\n", "")
+                     + '[[settings]]\nname = "alf"\npreset = "tiny-alfworld"\neval_splits = ["valid_seen", "eval"]\n'
+                     '[analysis]\ncontrasts = [["x", "y"]]\n')
+    setting = matrix.settings[0]
+    both = {"valid_seen": [1.0, 0.0], "eval": [1.0, 1.0]}  # pooled 3 of 4
+    records = SettingRecords(runs={"x": {0: _record(both), 1: _record({"valid_seen": [1.0, 1.0], "eval": [1.0, 1.0]})},
+                                   "y": {0: _record({"valid_seen": [0.0, 0.0], "eval": [1.0, 0.0]}),
+                                         2: _record(both)}},
+                             warm={0: WarmStartRecord("f", {s: SplitEvaluation(_outcomes([0.0, 0.0]))
+                                                            for s in ("valid_seen", "eval")}),
+                                   1: WarmStartRecord("f", {"eval": SplitEvaluation(_outcomes([1.0]))})})
+    per_seed = seed_endpoints(matrix, records, setting)
+    # seed 1's warm start lacks a split: no warm-start value for it
+    assert per_seed == {0: {"warm start": 0.0, "x": 0.75, "y": 0.25}, 1: {"x": 1.0}, 2: {"y": 0.75}}
+    text = markdown(build_report(matrix, "cmd", {"alf": records}))
+    assert "| seed | warm start | x | y | d: x − y |" in text
+    assert "| 0 | 0.000 | 0.750 | 0.250 | +0.500 |" in text and "| 1 | – | 1.000 | – | – |" in text
+    assert "| 2 | – | – | 0.750 | – |" in text
 
 
 def test_the_table_averages_over_the_seeds_every_arm_finished(tmp_path):

@@ -20,6 +20,10 @@ same sampling stream, so everything here is paired by seed (and by game within a
 - Secondary contrasts (``matrix.SecondaryContrast``), declared after some runs: the same tests on
   their own seeds and endpoint (which may be a training series' end value), Holm-adjusted as their
   own family, no equivalence test.
+- The endpoint per seed (``seed_endpoints``): what each paired difference is made of, the warm start's
+  beside the arms'.
+- What is left (``left_to_run``) and what it will cost (``RemainingCost``), from the finished runs'
+  measured time.
 """
 
 from __future__ import annotations
@@ -321,6 +325,59 @@ def timing(matrix: CompareMatrix, records: SettingRecords, splits: list[str]) ->
     return out
 
 
+def seed_endpoints(matrix: CompareMatrix, records: SettingRecords, setting: SettingSpec) -> dict[int, dict[str, float]]:
+    """Seed -> arm (and ``WARM_START``) -> the declared endpoint, for every finished run (the warm start's
+    where it was evaluated on every split); seeds with neither are left out."""
+    splits, kind = matrix.splits_of(setting), matrix.analysis.endpoint
+    out: dict[int, dict[str, float]] = {}
+    for seed in matrix.seeds:
+        runs = {arm.name: records.runs.get(arm.name, {}).get(seed) for arm in matrix.arms}
+        row = {arm: endpoint(run, splits, kind) for arm, run in runs.items()
+               if run is not None and run.finished(splits)}
+        warm = records.warm.get(seed)
+        if row and warm is not None and all(split in warm.evaluations for split in splits):
+            row = {WARM_START: pooled_endpoint(warm.evaluations, splits, kind), **row}
+        if row:
+            out[seed] = row
+    return out
+
+
+def run_seconds(record: RunRecord) -> float:
+    """A finished run's wall time on its thread: its iterations at their mean time (evaluations along the
+    way included) and its final evaluations. Its seed's warm start (SFT) is not in it."""
+    per_iteration = record.timing.get("time/iteration_s", math.nan)
+    return record.iterations * per_iteration + sum(e.seconds for e in record.final.values())
+
+
+@dataclass
+class RemainingCost:
+    """What the runs left to run in one setting will cost, from its finished runs' measured time."""
+
+    runs: int
+    seconds: float
+    """Each run left at the mean wall time of its arm's finished runs (the setting's mean where its arm has
+    none); NaN before any run of the setting finished."""
+    warm_starts: list[int]
+    """Seeds of runs left whose warm start was not evaluated yet: their SFT comes on top, untimed here."""
+
+
+def remaining_cost(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[str, RemainingCost]:
+    """Per setting with runs left, their count and cost (``RemainingCost``)."""
+    out = {}
+    for setting, arms in left_to_run(matrix, data).items():
+        records = data.get(setting, SettingRecords())
+        splits = matrix.splits_of(next(s for s in matrix.settings if s.name == setting))
+        measured = {arm: [t for r in runs.values() if r.finished(splits) and math.isfinite(t := run_seconds(r))]
+                    for arm, runs in records.runs.items()}
+        every = [t for times in measured.values() for t in times]
+        fallback = float(np.mean(every)) if every else math.nan
+        seconds = sum(float(np.mean(measured[arm])) if measured.get(arm) else fallback
+                      for arm, seeds in arms.items() for _ in seeds)
+        seeds = sorted({s for v in arms.values() for s in v} - set(records.warm))
+        out[setting] = RemainingCost(sum(map(len, arms.values())), seconds, seeds)
+    return out
+
+
 def left_to_run(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[str, dict[str, list[int]]]:
     """Per setting and arm, the seeds without a finished record."""
     left: dict[str, dict[str, list[int]]] = {}
@@ -336,6 +393,7 @@ __all__ = [
     "WARM_START",
     "ContrastResult",
     "NoiseFloor",
+    "RemainingCost",
     "Row",
     "SettingRecords",
     "SplitTable",
@@ -346,7 +404,10 @@ __all__ = [
     "left_to_run",
     "noise_floors",
     "pooled_endpoint",
+    "remaining_cost",
+    "run_seconds",
     "secondary_contrasts",
+    "seed_endpoints",
     "split_table",
     "timing",
 ]

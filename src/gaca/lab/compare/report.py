@@ -2,10 +2,11 @@
 
     out_dir/report.md     the primary analysis as declared (each contrast: per-seed differences, paired
                           t and permutation tests Holm-adjusted, TOST, detectable difference, verdict),
-                          the A/A floors, then per setting and held-out split the table (mean ± sd
-                          over seeds; all games, invalid-action ratio, each task family), the time per
-                          iteration, each training series' drift per arm (descriptive, ``dynamics``),
-                          and what is left to run
+                          the A/A floors, then per setting the endpoint per seed (each arm's, the
+                          warm start's, each contrast's difference), per held-out split the table
+                          (mean ± sd over seeds; all games, invalid-action ratio, each task family),
+                          the time per iteration, each training series' drift per arm (descriptive,
+                          ``dynamics``), and what is left to run with its measured cost
     out_dir/curves.png    held-out success against environment steps, mean and range over seeds
     out_dir/training.png  each training series against the iteration, mean over seeds per arm
     out_dir/contrasts.png each declared contrast: the per-seed differences, their mean with its 95% t
@@ -30,13 +31,16 @@ from gaca.lab.compare.analysis import (
     WARM_START,
     ContrastResult,
     NoiseFloor,
+    RemainingCost,
     SettingRecords,
     SplitTable,
     collect,
     contrasts,
     left_to_run,
     noise_floors,
+    remaining_cost,
     secondary_contrasts,
+    seed_endpoints,
     split_table,
     timing,
 )
@@ -68,6 +72,12 @@ class CompareReport:
     """Setting -> its training series' drift (descriptive)."""
     secondary: list[ContrastResult] = field(default_factory=list)
     """The secondary contrasts (declared after some runs, on seeds not run then)."""
+    per_seed: dict[str, dict[int, dict[str, float]]] = field(default_factory=dict)
+    """Setting -> seed -> arm (and the warm start) -> the declared endpoint."""
+    remaining: dict[str, RemainingCost] = field(default_factory=dict)
+    """Setting -> what its runs left will cost."""
+    parallel: int = 1
+    """Runs the matrix runs at a time."""
 
 
 def build_report(matrix: CompareMatrix, command: str, data: dict[str, SettingRecords] | None = None) -> CompareReport:
@@ -90,6 +100,8 @@ def build_report(matrix: CompareMatrix, command: str, data: dict[str, SettingRec
                   "secondary": [dataclasses.asdict(c) for c in matrix.analysis.secondary]},
         drift={s.name: series_drift(matrix, data.get(s.name, SettingRecords()), s) for s in matrix.settings},
         secondary=secondary_contrasts(matrix, data),
+        per_seed={s.name: seed_endpoints(matrix, data.get(s.name, SettingRecords()), s) for s in matrix.settings},
+        remaining=remaining_cost(matrix, data), parallel=matrix.parallel,
     )
 
 
@@ -182,6 +194,36 @@ def _table_lines(setting: str, table: SplitTable) -> list[str]:
     return [*lines, ""]
 
 
+def _seed_lines(setting: str, per_seed: dict[int, dict[str, float]], endpoint: str, declared: list[str],
+                contrasts: list[ContrastResult]) -> list[str]:
+    arms = [a for a in [WARM_START, *declared] if any(a in row for row in per_seed.values())]
+    diffs = [c for c in contrasts if c.setting == setting]
+    lines = [f"### {setting}: the endpoint per seed", "",
+             f"Final {endpoint} pooled over the held-out splits, per seed: each arm's, and the declared contrasts' "
+             "differences (the numbers the tests above are made of).", "",
+             "| seed | " + " | ".join([*arms, *(f"d: {c.treatment} − {c.control}" for c in diffs)]) + " |",
+             "|---|" + "---|" * (len(arms) + len(diffs))]
+    digits = 1 if endpoint == "score" else 3  # score is 100 × return
+    for seed, row in per_seed.items():
+        cells = [_num(row.get(a, math.nan), f".{digits}f") for a in arms]
+        cells += [f"{dict(zip(c.seeds, c.differences, strict=True))[seed]:+.{digits}f}" if seed in c.seeds else "–"
+                  for c in diffs]
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _cost_line(setting: str, cost: RemainingCost, parallel: int) -> str:
+    if math.isfinite(cost.seconds):
+        hours = cost.seconds / 3600
+        spent = (f"≈ {hours:.1f} core-hours at its finished runs' measured time (one thread a run; "
+                 f"≈ {hours / parallel:.1f} hours at {parallel} at a time)")
+    else:
+        spent = "cost unknown until one of its runs finishes"
+    warm = (f", plus the warm starts (SFT) of seeds {', '.join(map(str, cost.warm_starts))}, not timed here"
+            if cost.warm_starts else "")
+    return f"- {setting}: {cost.runs} runs left, {spent}{warm}."
+
+
 def _drift_lines(setting: str, drifts: list[SeriesDrift]) -> list[str]:
     lines = [f"### {setting}: training series (descriptive, not declared)", "",
              f"Per arm, mean ± sd over its finished seeds of each training series averaged over the first "
@@ -208,6 +250,9 @@ def markdown(report: CompareReport) -> str:
     lines += ["", *_contrast_lines(report)]
     for setting, splits in report.tables.items():
         lines += [f"## {setting}", ""]
+        if report.per_seed.get(setting):
+            lines += _seed_lines(setting, report.per_seed[setting], report.analysis["endpoint"], list(report.arms),
+                                report.contrasts)
         for table in splits.values():
             lines += _table_lines(setting, table)
         if report.drift.get(setting):
@@ -229,6 +274,9 @@ def markdown(report: CompareReport) -> str:
     lines += ["## Left to run", "", f"{report.total_runs - left} of {report.total_runs} runs finished."]
     lines += [f"- {setting}: " + "; ".join(f"{arm} seeds {', '.join(map(str, s))}" for arm, s in arms.items())
               for setting, arms in report.left_to_run.items()]
+    if report.remaining:
+        lines += ["", "What they will cost:", ""]
+        lines += [_cost_line(setting, cost, report.parallel) for setting, cost in report.remaining.items()]
     return "\n".join(lines) + "\n"
 
 
