@@ -30,8 +30,8 @@ from gaca.lab.compare.analysis import (
     SettingRecords,
     collect,
     contrasts,
+    cost,
     left_to_run,
-    remaining_cost,
     run_seconds,
     secondary_contrasts,
     seed_endpoints,
@@ -262,9 +262,10 @@ def test_the_report_says_what_is_left_to_run(tmp_path):
     assert "1 of 8 runs finished." in text and "- shop: grpo seeds 0, 1; gaca seeds 1" in text
 
 
-def test_what_is_left_costs_its_arms_measured_time_and_names_the_warm_starts_to_make(tmp_path):
-    """Each run left costs its arm's mean finished wall time (iterations × mean seconds each + its final
-    evaluations); an arm with no finished run costs the setting's mean; seeds without a warm start are named."""
+def test_the_cost_is_the_finished_runs_measured_time_and_names_the_warm_starts_to_make(tmp_path):
+    """A finished run took its iterations × their mean seconds + its final evaluations; each run left costs
+    its arm's mean over finished runs (the setting's mean for an arm with none); seeds without a warm start
+    are named."""
     matrix = _matrix(tmp_path, TWO_SETTINGS.replace("seeds = [0, 1]", "seeds = [0, 1, 2]"))
 
     def timed(per_iteration: float, iterations: int, eval_seconds: float) -> RunRecord:
@@ -276,18 +277,25 @@ def test_what_is_left_costs_its_arms_measured_time_and_names_the_warm_starts_to_
     assert run_seconds(timed(10.0, 40, 60.0)) == 460.0
     warm = {0: WarmStartRecord("f", {"eval": SplitEvaluation(_outcomes([0.0]))})}
     shop = SettingRecords(runs={"gaca": {0: timed(10.0, 40, 60.0), 1: timed(20.0, 40, 40.0)}}, warm=warm)
-    cost = remaining_cost(matrix, {"shop": shop})
+    costs = cost(matrix, {"shop": shop})
     # gaca seed 2 at gaca's mean (460 + 840) / 2 = 650 s; grpo's three at the setting's mean, 650 s too
-    assert cost["shop"].runs == 4 and cost["shop"].seconds == pytest.approx(4 * 650.0)
-    assert cost["shop"].warm_starts == [1, 2]  # seed 1's run finished, but its warm start has no record
-    shop.runs["grpo"] = {0: timed(1.0, 100, 0.0)}  # 100 s: the grpo runs left now cost grpo's own time
-    cost = remaining_cost(matrix, {"shop": shop})
-    assert cost["shop"].runs == 3 and cost["shop"].seconds == pytest.approx(650.0 + 2 * 100.0)
-    assert math.isnan(cost["alf"].seconds) and cost["alf"].runs == 6 and cost["alf"].warm_starts == [0, 1, 2]
+    assert (costs["shop"].finished, costs["shop"].spent, costs["shop"].left) == (2, 1300.0, 4)
+    assert costs["shop"].left_seconds == pytest.approx(4 * 650.0)
+    assert costs["shop"].warm_starts == [1, 2]  # seed 1's run finished, but its warm start has no record
+    shop.runs["grpo"] = {0: timed(1.0, 3600, 0.0)}  # an hour: the grpo runs left now cost grpo's own time
+    costs = cost(matrix, {"shop": shop})
+    assert costs["shop"].left == 3 and costs["shop"].left_seconds == pytest.approx(650.0 + 2 * 3600.0)
+    assert math.isnan(costs["alf"].left_seconds) and costs["alf"].left == 6 and costs["alf"].warm_starts == [0, 1, 2]
     text = markdown(build_report(matrix, "cmd", {"shop": shop}))
-    assert "- shop: 3 runs left, ≈ 0.2 core-hours at its finished runs' measured time (one thread a run; ≈ 0.1 " \
-           "hours at 2 at a time), plus the warm starts (SFT) of seeds 1, 2, not timed here." in text
-    assert "- alf: 6 runs left, cost unknown until one of its runs finishes, plus the warm starts" in text
+    assert "- shop: 3 finished runs took ≈ 1.4 core-hours; the 3 left ≈ 2.2 core-hours at their arms' measured " \
+           "time (≈ 1.1 hours at 2 at a time), plus the warm starts (SFT) of seeds 1, 2, not timed here." in text
+    assert "- alf: 0 finished runs took ≈ 0.0 core-hours; the 6 left: unknown until one of the setting's runs " \
+           "finishes, plus the warm starts (SFT) of seeds 0, 1, 2, not timed here." in text
+    every = {arm: {s: timed(1.0, 3600, 0.0) for s in (0, 1, 2)} for arm in ("gaca", "grpo")}
+    done = cost(matrix, {"shop": SettingRecords(runs=every, warm=warm)})["shop"]
+    assert (done.finished, done.left, done.left_seconds, done.warm_starts) == (6, 0, 0.0, [])
+    assert "- shop: 6 finished runs took ≈ 6.0 core-hours (their warm starts' SFT not included)." in markdown(
+        build_report(matrix, "cmd", {"shop": SettingRecords(runs=every, warm=warm)}))
 
 
 def test_the_report_lists_the_endpoint_per_seed_that_each_difference_is_made_of(tmp_path):

@@ -22,7 +22,7 @@ same sampling stream, so everything here is paired by seed (and by game within a
   own family, no equivalence test.
 - The endpoint per seed (``seed_endpoints``): what each paired difference is made of, the warm start's
   beside the arms'.
-- What is left (``left_to_run``) and what it will cost (``RemainingCost``), from the finished runs'
+- What is left (``left_to_run``) and what the runs cost, done and left (``Cost``), from the finished runs'
   measured time.
 """
 
@@ -350,31 +350,35 @@ def run_seconds(record: RunRecord) -> float:
 
 
 @dataclass
-class RemainingCost:
-    """What the runs left to run in one setting will cost, from its finished runs' measured time."""
+class Cost:
+    """What one setting's runs cost on one thread each, from its finished runs' measured time."""
 
-    runs: int
-    seconds: float
+    finished: int
+    spent: float
+    """Seconds the finished runs took (``run_seconds``), warm starts not included."""
+    left: int
+    left_seconds: float
     """Each run left at the mean wall time of its arm's finished runs (the setting's mean where its arm has
-    none); NaN before any run of the setting finished."""
+    none); NaN while runs are left and none of the setting finished."""
     warm_starts: list[int]
     """Seeds of runs left whose warm start was not evaluated yet: their SFT comes on top, untimed here."""
 
 
-def remaining_cost(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[str, RemainingCost]:
-    """Per setting with runs left, their count and cost (``RemainingCost``)."""
-    out = {}
-    for setting, arms in left_to_run(matrix, data).items():
-        records = data.get(setting, SettingRecords())
-        splits = matrix.splits_of(next(s for s in matrix.settings if s.name == setting))
+def cost(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[str, Cost]:
+    """Per setting, what its finished runs took and its runs left will take (``Cost``)."""
+    out, left = {}, left_to_run(matrix, data)
+    for setting in matrix.settings:
+        records, splits = data.get(setting.name, SettingRecords()), matrix.splits_of(setting)
         measured = {arm: [t for r in runs.values() if r.finished(splits) and math.isfinite(t := run_seconds(r))]
                     for arm, runs in records.runs.items()}
         every = [t for times in measured.values() for t in times]
         fallback = float(np.mean(every)) if every else math.nan
+        arms = left.get(setting.name, {})
         seconds = sum(float(np.mean(measured[arm])) if measured.get(arm) else fallback
                       for arm, seeds in arms.items() for _ in seeds)
-        seeds = sorted({s for v in arms.values() for s in v} - set(records.warm))
-        out[setting] = RemainingCost(sum(map(len, arms.values())), seconds, seeds)
+        finished = sum(r.finished(splits) for runs in records.runs.values() for r in runs.values())
+        out[setting.name] = Cost(finished, float(sum(every)), sum(map(len, arms.values())), float(seconds),
+                                 sorted({s for v in arms.values() for s in v} - set(records.warm)))
     return out
 
 
@@ -392,19 +396,19 @@ __all__ = [
     "SERIES_END_ITERATIONS",
     "WARM_START",
     "ContrastResult",
+    "Cost",
     "NoiseFloor",
-    "RemainingCost",
     "Row",
     "SettingRecords",
     "SplitTable",
     "collect",
     "contrasts",
+    "cost",
     "endpoint",
     "game_matrix",
     "left_to_run",
     "noise_floors",
     "pooled_endpoint",
-    "remaining_cost",
     "run_seconds",
     "secondary_contrasts",
     "seed_endpoints",

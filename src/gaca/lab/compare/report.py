@@ -6,7 +6,7 @@
                           warm start's, each contrast's difference), per held-out split the table
                           (mean ± sd over seeds; all games, invalid-action ratio, each task family),
                           the time per iteration, each training series' drift per arm (descriptive,
-                          ``dynamics``), and what is left to run with its measured cost
+                          ``dynamics``), what is left to run, and the runs' cost, spent and left
     out_dir/curves.png    held-out success against environment steps, mean and range over seeds
     out_dir/training.png  each training series against the iteration, mean over seeds per arm
     out_dir/contrasts.png each declared contrast: the per-seed differences, their mean with its 95% t
@@ -30,15 +30,15 @@ from gaca.lab.compare.analysis import (
     SERIES_END_ITERATIONS,
     WARM_START,
     ContrastResult,
+    Cost,
     NoiseFloor,
-    RemainingCost,
     SettingRecords,
     SplitTable,
     collect,
     contrasts,
+    cost,
     left_to_run,
     noise_floors,
-    remaining_cost,
     secondary_contrasts,
     seed_endpoints,
     split_table,
@@ -74,8 +74,8 @@ class CompareReport:
     """The secondary contrasts (declared after some runs, on seeds not run then)."""
     per_seed: dict[str, dict[int, dict[str, float]]] = field(default_factory=dict)
     """Setting -> seed -> arm (and the warm start) -> the declared endpoint."""
-    remaining: dict[str, RemainingCost] = field(default_factory=dict)
-    """Setting -> what its runs left will cost."""
+    cost: dict[str, Cost] = field(default_factory=dict)
+    """Setting -> what its runs took and its runs left will take."""
     parallel: int = 1
     """Runs the matrix runs at a time."""
 
@@ -101,7 +101,7 @@ def build_report(matrix: CompareMatrix, command: str, data: dict[str, SettingRec
         drift={s.name: series_drift(matrix, data.get(s.name, SettingRecords()), s) for s in matrix.settings},
         secondary=secondary_contrasts(matrix, data),
         per_seed={s.name: seed_endpoints(matrix, data.get(s.name, SettingRecords()), s) for s in matrix.settings},
-        remaining=remaining_cost(matrix, data), parallel=matrix.parallel,
+        cost=cost(matrix, data), parallel=matrix.parallel,
     )
 
 
@@ -212,16 +212,19 @@ def _seed_lines(setting: str, per_seed: dict[int, dict[str, float]], endpoint: s
     return [*lines, ""]
 
 
-def _cost_line(setting: str, cost: RemainingCost, parallel: int) -> str:
-    if math.isfinite(cost.seconds):
-        hours = cost.seconds / 3600
-        spent = (f"≈ {hours:.1f} core-hours at its finished runs' measured time (one thread a run; "
-                 f"≈ {hours / parallel:.1f} hours at {parallel} at a time)")
+def _cost_line(setting: str, c: Cost, parallel: int) -> str:
+    line = f"- {setting}: {c.finished} finished runs took ≈ {c.spent / 3600:.1f} core-hours"
+    if not c.left:
+        return line + " (their warm starts' SFT not included)."
+    if math.isfinite(c.left_seconds):
+        hours = c.left_seconds / 3600
+        line += (f"; the {c.left} left ≈ {hours:.1f} core-hours at their arms' measured time "
+                 f"(≈ {hours / parallel:.1f} hours at {parallel} at a time)")
     else:
-        spent = "cost unknown until one of its runs finishes"
-    warm = (f", plus the warm starts (SFT) of seeds {', '.join(map(str, cost.warm_starts))}, not timed here"
-            if cost.warm_starts else "")
-    return f"- {setting}: {cost.runs} runs left, {spent}{warm}."
+        line += f"; the {c.left} left: unknown until one of the setting's runs finishes"
+    warm = (f", plus the warm starts (SFT) of seeds {', '.join(map(str, c.warm_starts))}, not timed here"
+            if c.warm_starts else "")
+    return f"{line}{warm}."
 
 
 def _drift_lines(setting: str, drifts: list[SeriesDrift]) -> list[str]:
@@ -274,9 +277,9 @@ def markdown(report: CompareReport) -> str:
     lines += ["## Left to run", "", f"{report.total_runs - left} of {report.total_runs} runs finished."]
     lines += [f"- {setting}: " + "; ".join(f"{arm} seeds {', '.join(map(str, s))}" for arm, s in arms.items())
               for setting, arms in report.left_to_run.items()]
-    if report.remaining:
-        lines += ["", "What they will cost:", ""]
-        lines += [_cost_line(setting, cost, report.parallel) for setting, cost in report.remaining.items()]
+    if report.cost:
+        lines += ["", "Cost, one thread a run (iterations × their measured mean time, plus the final evaluations):", ""]
+        lines += [_cost_line(setting, c, report.parallel) for setting, c in report.cost.items()]
     return "\n".join(lines) + "\n"
 
 
