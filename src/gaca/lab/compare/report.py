@@ -204,10 +204,10 @@ def _seed_lines(setting: str, per_seed: dict[int, dict[str, float]], endpoint: s
              "| seed | " + " | ".join([*arms, *(f"d: {c.treatment} − {c.control}" for c in diffs)]) + " |",
              "|---|" + "---|" * (len(arms) + len(diffs))]
     digits = 1 if endpoint == "score" else 3  # score is 100 × return
+    by_seed = [dict(zip(c.seeds, c.differences, strict=True)) for c in diffs]
     for seed, row in per_seed.items():
         cells = [_num(row.get(a, math.nan), f".{digits}f") for a in arms]
-        cells += [f"{dict(zip(c.seeds, c.differences, strict=True))[seed]:+.{digits}f}" if seed in c.seeds else "–"
-                  for c in diffs]
+        cells += [f"{d[seed]:+.{digits}f}" if seed in d else "–" for d in by_seed]
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
