@@ -143,10 +143,13 @@ def cmd_lab_accuracy(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_compare(args: argparse.Namespace) -> int:
+    import datetime as dt
     from pathlib import Path
 
     from gaca.lab.compare import load_matrix, quick_matrix, run_matrix, write_compare_report
+    from gaca.lab.compare.scheduler import DEFERRED, parse_deadline
 
+    deadline = parse_deadline(args.deadline, dt.datetime.now()) if args.deadline else None
     if args.quick:
         directory = Path(args.out or "runs/compare-quick")
         matrix = quick_matrix(directory, args.root or directory / "runs")
@@ -158,16 +161,19 @@ def cmd_lab_compare(args: argparse.Namespace) -> int:
         matrix = load_matrix(args.matrix, args.overrides, root=args.root or "")
         matrix_file = args.matrix
     status = {} if args.report_only else run_matrix(matrix, matrix_file, args.overrides, seeds=args.seeds,
-                                                    progress=not args.no_progress)
+                                                    deadline=deadline, progress=not args.no_progress)
     command = "gaca lab compare " + " ".join(
         [*([args.matrix] if args.matrix else []), *(["--quick"] if args.quick else []), *args.overrides])
     out = Path(args.out) if args.out else Path(matrix.directory)
     paths = write_compare_report(matrix, out, command=command)
     failed = {k: v for k, v in status.items() if v.startswith("failed")}
     left = [k for k, v in status.items() if v == "interrupted"]
+    deferred = sum(v == DEFERRED for v in status.values())
     if not args.report_only:
         print(f"{sum(v == 'finished' for v in status.values())} of {len(status)} runs finished"
-              + (f"; interrupted: {len(left)} (run the same command again to continue)" if left else ""))
+              + (f"; interrupted: {len(left)} (run the same command again to continue)" if left else "")
+              + (f"; not started, predicted to end after {deadline:%Y-%m-%d %H:%M}: {deferred} (left for a "
+                 "later call)" if deferred else ""))
     for name, why in failed.items():
         print(f"  {name}: {why}")
     print("wrote " + ", ".join(str(p) for p in paths))
@@ -300,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--out", help="report directory (default: the matrix file's directory)")
     cmp_.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
     cmp_.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cmp_.add_argument("--deadline", help="start no run the finished runs' measured time predicts to end after "
+                      "this: a clock time (20:30), a date and time (2026-12-07T20:30) or a duration from now "
+                      "(+2h30m); the runs under way finish")
     cmp_.add_argument("--seeds", type=int, nargs="+", help="run only these seeds' runs now, e.g. --seeds 0 1 "
                       "after any overrides (the matrix's other runs stay left to run; the report covers every "
                       "finished run)")

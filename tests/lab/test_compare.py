@@ -4,6 +4,7 @@ declared analysis, and the tables from typed records."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
 import shutil
 from pathlib import Path
@@ -32,6 +33,7 @@ from gaca.lab.compare.analysis import (
     contrasts,
     cost,
     left_to_run,
+    predicted_seconds,
     run_seconds,
     secondary_contrasts,
     seed_endpoints,
@@ -40,6 +42,7 @@ from gaca.lab.compare.analysis import (
 from gaca.lab.compare.matrix import load_run, run_spec_json
 from gaca.lab.compare.records import CurvePoint
 from gaca.lab.compare.report import build_report, markdown, plots
+from gaca.lab.compare.scheduler import DEFERRED, parse_deadline
 from gaca.lab.compare.worker import EVAL_FILE, WarmStartMismatch, run_one
 from gaca.persist import read_json
 from gaca.train import train
@@ -61,7 +64,9 @@ def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
     # a run cut after its first iteration, as Ctrl-C or a crash leaves it
     cut = grpo.config()
     train(dataclasses.replace(cut, iterations=1))
-    assert main(["lab", "compare", "--quick", "--out", str(out), "--root", str(root), "--no-progress"]) == 0
+    # under a deadline: nothing finished predicts a run's time yet, so both start (warned)
+    assert main(["lab", "compare", "--quick", "--out", str(out), "--root", str(root), "--no-progress",
+                 "--deadline", "+10h"]) == 0
     assert "2 of 2 runs finished" in capsys.readouterr().out
     assert [r["iteration"] for r in read_metrics(grpo.out_dir)] == [0, 1, 2]  # resumed, not restarted
     assert "resuming" in (root / "logs" / "quick__grpo__seed0.log").read_text()
@@ -74,6 +79,7 @@ def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
     assert read_metrics(gaca.out_dir)[0]["sft/cached"] == 1.0
     warm = matrix.store.warm_start("quick", 0)
     assert set(warm.evaluations) == {"valid_seen", "unseen_rooms"} and len(warm.fingerprint) == 16
+    assert warm.sft_seconds == read_metrics(gaca.out_dir)[0]["sft/seconds"] > 0  # what making it took
     report = (out / "report.md").read_text()
     assert "| grpo | 1 |" in report and "| warm start | 1 |" in report and "held-out split `unseen_rooms`" in report
     assert "| quick | gaca − grpo | 1 |" in report  # the declared contrast, over the one seed
@@ -119,7 +125,9 @@ def test_records_outlive_the_run_directories(tmp_path):
     warm = read_json(warm_path)
     warm_path.unlink()
     assert not run_finished(later.runs()[0])
-    assert set(run_matrix(later, progress=False).values()) == {"finished"}
+    # a deadline the measured runs (seconds each, plus their SFT's measured time) end well before
+    deadline = dt.datetime.now() + dt.timedelta(hours=1)
+    assert set(run_matrix(later, progress=False, deadline=deadline).values()) == {"finished"}
     logs = "".join(p.read_text() for p in (tmp_path / "elsewhere" / "logs").glob("*.log"))
     assert "SFT warm start" in logs and "training" not in logs and "resuming" not in logs
     again = read_json(warm_path)
@@ -291,11 +299,50 @@ def test_the_cost_is_the_finished_runs_measured_time_and_names_the_warm_starts_t
            "time (≈ 1.1 hours at 2 at a time), plus the warm starts (SFT) of seeds 1, 2, not timed here." in text
     assert "- alf: 0 finished runs took ≈ 0.0 core-hours; the 6 left: unknown until one of the setting's runs " \
            "finishes, plus the warm starts (SFT) of seeds 0, 1, 2, not timed here." in text
+    warm[0].sft_seconds = 840.0  # seed 0's SFT was timed: the ones to make are expected to take as long
+    assert "plus the warm starts (SFT) of seeds 1, 2, ≈ 14 min each as measured." in markdown(
+        build_report(matrix, "cmd", {"shop": shop}))
     every = {arm: {s: timed(1.0, 3600, 0.0) for s in (0, 1, 2)} for arm in ("gaca", "grpo")}
     done = cost(matrix, {"shop": SettingRecords(runs=every, warm=warm)})["shop"]
     assert (done.finished, done.left, done.left_seconds, done.warm_starts) == (6, 0, 0.0, [])
     assert "- shop: 6 finished runs took ≈ 6.0 core-hours (their warm starts' SFT not included)." in markdown(
         build_report(matrix, "cmd", {"shop": SettingRecords(runs=every, warm=warm)}))
+
+
+def test_a_deadline_starts_no_run_predicted_to_end_after_it(tmp_path):
+    """A run is predicted at its arm's measured time (the setting's where its arm has none), plus the
+    setting's measured SFT while its warm start is not made; one that would end after the deadline is left
+    for a later call, nothing of it started."""
+    matrix = quick_matrix(tmp_path / "quick", tmp_path / "scratch")
+    grpo, gaca = matrix.runs()
+    hour = _record({s: [1.0, 0.0] for s in grpo.eval_splits})
+    hour = dataclasses.replace(hour, timing={**hour.timing, "time/iteration_s": 3600.0})
+    matrix.store.save_run("quick", "grpo", 0, hour)
+    matrix.store.save_warm_start("quick", 0, WarmStartRecord(None, {s: SplitEvaluation(_outcomes([0.0]))
+                                                                     for s in grpo.eval_splits}, 600.0))
+    data = collect(matrix)
+    assert predicted_seconds(data, gaca, warm_start_made=False) == 3600.0 + 600.0
+    assert predicted_seconds(data, gaca, warm_start_made=True) == 3600.0
+    assert math.isnan(predicted_seconds({}, gaca, warm_start_made=True))  # nothing measured: unknown
+    status = run_matrix(matrix, progress=False, deadline=dt.datetime.now() + dt.timedelta(minutes=60))
+    assert status == {grpo.name: "finished", gaca.name: DEFERRED}
+    assert not (tmp_path / "scratch" / "logs").exists()
+
+
+def test_a_deadline_is_a_clock_time_a_date_and_time_or_a_duration(capsys):
+    now = dt.datetime(2026, 12, 7, 18, 0, 30)
+    assert parse_deadline("20:30", now) == dt.datetime(2026, 12, 7, 20, 30)
+    assert parse_deadline("7:15", now) == dt.datetime(2026, 12, 8, 7, 15)  # past today: tomorrow's
+    assert parse_deadline("2026-12-09T06:00", now) == dt.datetime(2026, 12, 9, 6, 0)
+    utc = dt.datetime(2026, 12, 9, 6, 0, tzinfo=dt.timezone.utc)
+    assert parse_deadline("2026-12-09T06:00+00:00", now) == utc.astimezone().replace(tzinfo=None)
+    assert parse_deadline("+2h30m", now) == now + dt.timedelta(hours=2, minutes=30)
+    assert parse_deadline("+90m", now) == parse_deadline("+1.5h", now) == now + dt.timedelta(minutes=90)
+    for bad in ("+", "soon", "25:00", "2h"):
+        with pytest.raises(ValueError, match="give a clock time"):
+            parse_deadline(bad, now)
+    assert main(["lab", "compare", "--quick", "--deadline", "soon"]) != 0
+    assert "--deadline 'soon': give a clock time (20:30)" in capsys.readouterr().err
 
 
 def test_the_report_lists_the_endpoint_per_seed_that_each_difference_is_made_of(tmp_path):

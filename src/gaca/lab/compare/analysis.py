@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gaca.lab import stats
-from gaca.lab.compare.matrix import CompareMatrix, SettingSpec
+from gaca.lab.compare.matrix import CompareMatrix, RunSpec, SettingSpec
 from gaca.lab.compare.records import RunRecord, SplitEvaluation, WarmStartRecord
 from gaca.train.timing import ITERATION_TIMES
 
@@ -361,7 +361,34 @@ class Cost:
     """Each run left at the mean wall time of its arm's finished runs (the setting's mean where its arm has
     none); NaN while runs are left and none of the setting finished."""
     warm_starts: list[int]
-    """Seeds of runs left whose warm start was not evaluated yet: their SFT comes on top, untimed here."""
+    """Seeds of runs left whose warm start was not evaluated yet: their SFT comes on top."""
+    warm_start_seconds: float = math.nan
+    """The mean time making one of the setting's warm starts took (``WarmStartRecord.sft_seconds``); NaN
+    while none was timed."""
+
+
+@dataclass
+class RunTimes:
+    """One setting's measured times on one thread: what to expect of a run of each arm, and of an SFT."""
+
+    per_arm: dict[str, list[float]]
+    """Arm -> ``run_seconds`` of each of its finished runs."""
+    sft: list[float]
+    """The measured ``sft_seconds`` of the setting's warm starts."""
+
+    @classmethod
+    def of(cls, records: SettingRecords, splits: list[str]) -> RunTimes:
+        per_arm = {arm: [t for r in runs.values() if r.finished(splits) and math.isfinite(t := run_seconds(r))]
+                   for arm, runs in records.runs.items()}
+        return cls(per_arm, [w.sft_seconds for w in records.warm.values() if w.sft_seconds is not None])
+
+    def run(self, arm: str) -> float:
+        """A run of ``arm``: its arm's mean, the setting's where the arm has no finished run, else NaN."""
+        times = self.per_arm.get(arm) or [t for ts in self.per_arm.values() for t in ts]
+        return float(np.mean(times)) if times else math.nan
+
+    def warm_start(self) -> float:
+        return float(np.mean(self.sft)) if self.sft else math.nan
 
 
 def cost(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[str, Cost]:
@@ -369,17 +396,23 @@ def cost(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[str, Co
     out, left = {}, left_to_run(matrix, data)
     for setting in matrix.settings:
         records, splits = data.get(setting.name, SettingRecords()), matrix.splits_of(setting)
-        measured = {arm: [t for r in runs.values() if r.finished(splits) and math.isfinite(t := run_seconds(r))]
-                    for arm, runs in records.runs.items()}
-        every = [t for times in measured.values() for t in times]
-        fallback = float(np.mean(every)) if every else math.nan
+        times = RunTimes.of(records, splits)
         arms = left.get(setting.name, {})
-        seconds = sum(float(np.mean(measured[arm])) if measured.get(arm) else fallback
-                      for arm, seeds in arms.items() for _ in seeds)
+        seconds = sum(times.run(arm) for arm, seeds in arms.items() for _ in seeds)
         finished = sum(r.finished(splits) for runs in records.runs.values() for r in runs.values())
-        out[setting.name] = Cost(finished, float(sum(every)), sum(map(len, arms.values())), float(seconds),
-                                 sorted({s for v in arms.values() for s in v} - set(records.warm)))
+        out[setting.name] = Cost(finished, float(sum(t for ts in times.per_arm.values() for t in ts)),
+                                 sum(map(len, arms.values())), float(seconds),
+                                 sorted({s for v in arms.values() for s in v} - set(records.warm)),
+                                 times.warm_start())
     return out
+
+
+def predicted_seconds(data: dict[str, SettingRecords], run: RunSpec, *, warm_start_made: bool) -> float:
+    """How long ``run`` will take on its thread, from the records: its arm's measured mean (``RunTimes.run``),
+    plus the setting's measured SFT time unless its warm start is made. NaN where nothing measured says.
+    A run resuming from a checkpoint is predicted at its full length (an upper bound)."""
+    times = RunTimes.of(data.get(run.setting.name, SettingRecords()), run.eval_splits)
+    return times.run(run.arm.name) + (0.0 if warm_start_made else times.warm_start())
 
 
 def left_to_run(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[str, dict[str, list[int]]]:
@@ -399,6 +432,7 @@ __all__ = [
     "Cost",
     "NoiseFloor",
     "Row",
+    "RunTimes",
     "SettingRecords",
     "SplitTable",
     "collect",
@@ -409,6 +443,7 @@ __all__ = [
     "left_to_run",
     "noise_floors",
     "pooled_endpoint",
+    "predicted_seconds",
     "run_seconds",
     "secondary_contrasts",
     "seed_endpoints",

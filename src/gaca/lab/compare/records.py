@@ -144,14 +144,17 @@ class WarmStartRecord:
 
     fingerprint: str | None = None
     evaluations: dict[str, SplitEvaluation] = field(default_factory=dict)
+    sft_seconds: float | None = None
+    """What making it took (SFT's ``sft/seconds``, expert play included); None in records older than it."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"fingerprint": self.fingerprint,
+        return {"fingerprint": self.fingerprint, "sft_seconds": self.sft_seconds,
                 "evaluations": {split: ev.to_json() for split, ev in self.evaluations.items()}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WarmStartRecord:
-        return cls(data["fingerprint"], {s: SplitEvaluation.from_json(ev) for s, ev in data["evaluations"].items()})
+        return cls(data["fingerprint"], {s: SplitEvaluation.from_json(ev) for s, ev in data["evaluations"].items()},
+                   data.get("sft_seconds"))
 
 
 class RecordStore:

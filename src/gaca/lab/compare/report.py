@@ -222,8 +222,10 @@ def _cost_line(setting: str, c: Cost, parallel: int) -> str:
                  f"(≈ {hours / parallel:.1f} hours at {parallel} at a time)")
     else:
         line += f"; the {c.left} left: unknown until one of the setting's runs finishes"
-    warm = (f", plus the warm starts (SFT) of seeds {', '.join(map(str, c.warm_starts))}, not timed here"
-            if c.warm_starts else "")
+    each = (f"≈ {c.warm_start_seconds / 60:.0f} min each as measured" if math.isfinite(c.warm_start_seconds)
+            else "not timed here")
+    seeds = ", ".join(map(str, c.warm_starts))
+    warm = f", plus the warm starts (SFT) of seeds {seeds}, {each}" if c.warm_starts else ""
     return f"{line}{warm}."
 
 

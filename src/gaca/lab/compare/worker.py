@@ -89,13 +89,15 @@ def evaluate_warm_start(run: RunSpec) -> WarmStartRecord:
     if all(s in record.evaluations for s in run.eval_splits):
         return record
     cfg = run.config()
-    policy, _ = warm_start(cfg, Path(cfg.out_dir) / "warm-start-eval")
+    policy, summary = warm_start(cfg, Path(cfg.out_dir) / "warm-start-eval")
     ours = WarmStartCache.of(cfg).fingerprint(cfg)
     if record.fingerprint is not None and ours != record.fingerprint:
         raise WarmStartMismatch(f"{run.name}: the warm start computed here ({ours}) is not the seed's recorded one "
                                 f"({record.fingerprint}); CPU numerics differ between machines after thousands "
                                 "of SFT steps: finish this seed where it started, or delete its records")
     record.fingerprint = ours
+    if record.sft_seconds is None and "sft/seconds" in summary:  # a cached warm start keeps its SFT's time
+        record.sft_seconds = float(summary["sft/seconds"])
     evaluate_splits(policy, cfg, run.eval_splits, record.evaluations,
                     lambda _: store.save_warm_start(setting, run.seed, record))
     store.save_warm_start(setting, run.seed, record)
