@@ -147,7 +147,7 @@ def cmd_lab_compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from gaca.lab.compare import load_matrix, quick_matrix, run_matrix, write_compare_report
-    from gaca.lab.compare.scheduler import DEFERRED, parse_deadline
+    from gaca.lab.compare.scheduler import DEFERRED, ELSEWHERE, parse_deadline
 
     deadline = parse_deadline(args.deadline, dt.datetime.now()) if args.deadline else None
     if args.quick:
@@ -169,11 +169,13 @@ def cmd_lab_compare(args: argparse.Namespace) -> int:
     failed = {k: v for k, v in status.items() if v.startswith("failed")}
     left = [k for k, v in status.items() if v == "interrupted"]
     deferred = sum(v == DEFERRED for v in status.values())
+    elsewhere = sum(v == ELSEWHERE for v in status.values())
     if not args.report_only:
         print(f"{sum(v == 'finished' for v in status.values())} of {len(status)} runs finished"
               + (f"; interrupted: {len(left)} (run the same command again to continue)" if left else "")
               + (f"; not started, predicted to end after {deadline:%Y-%m-%d %H:%M}: {deferred} (left for a "
-                 "later call)" if deferred else ""))
+                 "later call)" if deferred else "")
+              + (f"; being run by another scheduler on this root: {elsewhere}" if elsewhere else ""))
     for name, why in failed.items():
         print(f"  {name}: {why}")
     print("wrote " + ", ".join(str(p) for p in paths))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import math
 import shutil
 from pathlib import Path
@@ -42,8 +43,9 @@ from gaca.lab.compare.analysis import (
 from gaca.lab.compare.matrix import load_run, run_spec_json
 from gaca.lab.compare.records import CurvePoint
 from gaca.lab.compare.report import build_report, markdown, plots
-from gaca.lab.compare.scheduler import DEFERRED, parse_deadline
-from gaca.lab.compare.worker import EVAL_FILE, WarmStartMismatch, run_one
+from gaca.lab.compare.scheduler import DEFERRED, ELSEWHERE, parse_deadline, run_lock_path, running_elsewhere
+from gaca.lab.compare.worker import EVAL_FILE, RUN_BUSY, WarmStartMismatch, lock_run, run_one
+from gaca.lab.compare.worker import main as worker_main
 from gaca.persist import read_json
 from gaca.train import train
 from gaca.train.evaluate import GameOutcome
@@ -327,6 +329,23 @@ def test_a_deadline_starts_no_run_predicted_to_end_after_it(tmp_path):
     status = run_matrix(matrix, progress=False, deadline=dt.datetime.now() + dt.timedelta(minutes=60))
     assert status == {grpo.name: "finished", gaca.name: DEFERRED}
     assert not (tmp_path / "scratch" / "logs").exists()
+
+
+def test_a_second_scheduler_starts_none_of_the_runs_another_worker_is_running(tmp_path):
+    """A worker holds its run's lock while it lives, so a scheduler started twice on one scratch root
+    starts none of the other's runs (here this test holds the locks, as the other's workers would), and a
+    worker that loses the race to one exits at once, nothing done."""
+    matrix = quick_matrix(tmp_path / "quick", tmp_path / "scratch")
+    grpo, gaca = matrix.runs()
+    held = [lock_run(run_lock_path(run)) for run in (grpo, gaca)]
+    assert all(h is not None for h in held) and running_elsewhere(grpo)
+    assert run_matrix(matrix, progress=False) == {grpo.name: ELSEWHERE, gaca.name: ELSEWHERE}
+    assert not list((tmp_path / "scratch" / "logs").glob("*.log"))  # nothing started
+    spec = run_lock_path(grpo).with_suffix(".json")
+    spec.write_text(json.dumps(run_spec_json(grpo, "", [])))
+    assert worker_main([str(spec)]) == RUN_BUSY and not grpo.out_dir.exists()
+    held[0].close()  # its holder gone (however it ended), the run is free again
+    assert not running_elsewhere(grpo) and running_elsewhere(gaca)
 
 
 def test_a_deadline_is_a_clock_time_a_date_and_time_or_a_duration(capsys):

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from gaca.lab.compare.analysis import collect, predicted_seconds
 from gaca.lab.compare.matrix import CompareMatrix, RunSpec, run_spec_json
+from gaca.lab.compare.worker import RUN_BUSY, lock_run
 from gaca.train.run import Interrupt
 from gaca.train.warm_start import WarmStartCache, warm_start_key
 
@@ -37,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 #: A run's status when it was not started because it was predicted to end after the deadline.
 DEFERRED = "deferred (predicted to end after the deadline)"
+#: A run's status when another scheduler's worker is running it (it holds the run's lock).
+ELSEWHERE = "running elsewhere (another worker holds its lock)"
 
 
 def run_finished(run: RunSpec) -> bool:
@@ -50,6 +53,19 @@ def run_finished(run: RunSpec) -> bool:
 
 def _log_path(run: RunSpec) -> Path:
     return run.matrix.root_dir / "logs" / (run.name.replace("/", "__").replace(" ", "_") + ".log")
+
+
+def run_lock_path(run: RunSpec) -> Path:
+    """The lock file the run's worker holds while it lives (beside its log and spec)."""
+    return _log_path(run).with_suffix(".lock")
+
+
+def running_elsewhere(run: RunSpec) -> bool:
+    """Another process's worker holds the run's lock (``worker.lock_run``)."""
+    lock = lock_run(run_lock_path(run))
+    if lock is not None:
+        lock.close()
+    return lock is None
 
 
 def _start(run: RunSpec, matrix_file: str, overrides: list[str]) -> subprocess.Popen:
@@ -94,8 +110,8 @@ def run_matrix(matrix: CompareMatrix, matrix_file: str = "", overrides: list[str
     to end before it (module docstring).
 
     Returns:
-      run name -> "finished" | "failed (exit N, see LOG)" | "interrupted" | ``DEFERRED``, for every run it
-      was asked to run.
+      run name -> "finished" | "failed (exit N, see LOG)" | "interrupted" | ``DEFERRED`` | ``ELSEWHERE``,
+      for every run it was asked to run.
     """
     if seeds is not None and not set(seeds) <= set(matrix.seeds):
         raise ValueError(f"--seeds {sorted(set(seeds) - set(matrix.seeds))} are not seeds of the matrix {matrix.seeds}")
@@ -143,10 +159,13 @@ def run_matrix(matrix: CompareMatrix, matrix_file: str = "", overrides: list[str
                 if run is None:
                     break
                 pending.remove(run)
-                if in_time(run):
-                    running[run.name] = (run, _start(run, matrix_file, list(overrides or [])))
-                else:
+                if not in_time(run):
                     status[run.name] = DEFERRED
+                elif running_elsewhere(run):
+                    status[run.name] = ELSEWHERE
+                    logger.warning("%s: %s; not started", run.name, ELSEWHERE)
+                else:
+                    running[run.name] = (run, _start(run, matrix_file, list(overrides or [])))
             for name, (run, proc) in list(running.items()):
                 code = proc.poll()
                 if code is None:
@@ -157,6 +176,8 @@ def run_matrix(matrix: CompareMatrix, matrix_file: str = "", overrides: list[str
                     measured = collect(matrix) if deadline is not None else measured  # one more measured run
                 elif interrupt.requested or code == 130:
                     status[name] = "interrupted"
+                elif code == RUN_BUSY:  # another scheduler started it between our look and its start
+                    status[name] = ELSEWHERE
                 else:
                     status[name] = f"failed (exit {code}, see {_log_path(run)})"
                     logger.error("%s %s", name, status[name])
@@ -171,4 +192,5 @@ def run_matrix(matrix: CompareMatrix, matrix_file: str = "", overrides: list[str
     return status
 
 
-__all__ = ["DEFERRED", "parse_deadline", "run_finished", "run_matrix"]
+__all__ = ["DEFERRED", "ELSEWHERE", "parse_deadline", "run_finished", "run_lock_path", "run_matrix",
+           "running_elsewhere"]

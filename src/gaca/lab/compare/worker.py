@@ -6,18 +6,21 @@ nothing when the checkpoint is final), evaluates the final policy on every held-
 outcomes, saved split by split in ``lab-eval.json`` so an interruption loses at most one split),
 writes the run's record, and evaluates the seed's warm start once per (setting, seed). SIGTERM from
 the scheduler ends training at the next iteration boundary, checkpointed (the trainer's own
-interrupt handling); the next call of the matrix resumes it.
+interrupt handling); the next call of the matrix resumes it. The worker holds the run's lock file
+(``RUN.lock``, beside RUN.json) while it lives: a second scheduler on the same scratch root (started
+twice by mistake) cannot start a run that one of the first's workers is training.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from gaca.config import to_dict
 from gaca.lab.compare.matrix import RunSpec, load_run
@@ -33,6 +36,21 @@ logger = logging.getLogger(__name__)
 
 #: The run directory's evaluation file: the final policy's evaluation per split, as it is made.
 EVAL_FILE = "lab-eval.json"
+#: A worker's exit code when another process holds its run's lock (EX_TEMPFAIL: nothing done, try later).
+RUN_BUSY = 75
+
+
+def lock_run(path: Path) -> IO[str] | None:
+    """Take the lock file ``path`` (created if missing) for as long as the returned file stays open;
+    None when another process holds it. The kernel releases it when its holder exits, however it exits."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
 
 
 def evaluate_splits(policy: Any, cfg: Any, splits: list[str], done: dict[str, SplitEvaluation],
@@ -127,13 +145,20 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
+    spec_path = Path(args[0])
+    lock = lock_run(spec_path.with_suffix(".lock"))
+    if lock is None:
+        logger.error("%s: another worker holds its lock (%s) and is running it", spec_path.stem,
+                     spec_path.with_suffix(".lock"))
+        return RUN_BUSY
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scheduler sends SIGTERM; Ctrl-C goes to it alone
-    spec = json.loads(Path(args[0]).read_text())
-    return run_one(load_run(spec, spec.get("overrides")))
+    with lock:
+        spec = json.loads(spec_path.read_text())
+        return run_one(load_run(spec, spec.get("overrides")))
 
 
-__all__ = ["EVAL_FILE", "WarmStartMismatch", "evaluate_splits", "evaluate_warm_start", "final_iteration", "main",
-           "run_one", "train_and_evaluate"]
+__all__ = ["EVAL_FILE", "RUN_BUSY", "WarmStartMismatch", "evaluate_splits", "evaluate_warm_start", "final_iteration",
+           "lock_run", "main", "run_one", "train_and_evaluate"]
 
 if __name__ == "__main__":  # pragma: no cover - the scheduler's child process
     sys.exit(main())
