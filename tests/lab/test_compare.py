@@ -326,6 +326,8 @@ def test_a_deadline_starts_no_run_predicted_to_end_after_it(tmp_path):
     assert predicted_seconds(data, gaca, warm_start_made=False) == 3600.0 + 600.0
     assert predicted_seconds(data, gaca, warm_start_made=True) == 3600.0
     assert math.isnan(predicted_seconds({}, gaca, warm_start_made=True))  # nothing measured: unknown
+    untimed = {"quick": dataclasses.replace(data["quick"], warm={})}  # no SFT timed yet: the run alone
+    assert predicted_seconds(untimed, gaca, warm_start_made=False) == 3600.0
     status = run_matrix(matrix, progress=False, deadline=dt.datetime.now() + dt.timedelta(minutes=60))
     assert status == {grpo.name: "finished", gaca.name: DEFERRED}
     assert not (tmp_path / "scratch" / "logs").exists()

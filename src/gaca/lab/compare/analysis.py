@@ -409,10 +409,12 @@ def cost(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[str, Co
 
 def predicted_seconds(data: dict[str, SettingRecords], run: RunSpec, *, warm_start_made: bool) -> float:
     """How long ``run`` will take on its thread, from the records: its arm's measured mean (``RunTimes.run``),
-    plus the setting's measured SFT time unless its warm start is made. NaN where nothing measured says.
-    A run resuming from a checkpoint is predicted at its full length (an upper bound)."""
+    plus the setting's measured SFT time unless its warm start is made; NaN while no run of the setting
+    finished. An SFT no record timed yet counts 0 (the prediction is then a lower bound: enough to tell a
+    run that cannot end in time), and a run resuming from a checkpoint counts its full length."""
     times = RunTimes.of(data.get(run.setting.name, SettingRecords()), run.eval_splits)
-    return times.run(run.arm.name) + (0.0 if warm_start_made else times.warm_start())
+    sft = 0.0 if warm_start_made or not times.sft else times.warm_start()
+    return times.run(run.arm.name) + sft
 
 
 def left_to_run(matrix: CompareMatrix, data: dict[str, SettingRecords]) -> dict[str, dict[str, list[int]]]:
