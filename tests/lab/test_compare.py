@@ -154,6 +154,14 @@ def test_a_run_from_another_warm_start_is_reported_apart_and_refused(tmp_path):
     assert "## Not comparable" in text and f"- {gaca.name}: warm start 0123456789abcdef" in text
     with pytest.raises(WarmStartMismatch, match="started from warm start 0123456789abcdef, not the seed's"):
         run_one(load_run(run_spec_json(gaca, "", [])))
+    # the seed's warm start made again elsewhere, unlike its record: a fresh run is refused before it trains
+    matrix.store.run_path("quick", "gaca", 0).unlink()
+    shutil.rmtree(gaca.out_dir)
+    warm = matrix.store.warm_start("quick", 0)
+    matrix.store.save_warm_start("quick", 0, dataclasses.replace(warm, fingerprint="fedcba9876543210"))
+    with pytest.raises(WarmStartMismatch, match=r"is not the seed's recorded one \(fedcba9876543210\)"):
+        run_one(load_run(run_spec_json(gaca, "", [])))
+    assert not (gaca.out_dir / "metrics.jsonl").exists()
 
 
 def test_the_migrated_matrix_loads_and_bad_matrices_are_one_line_errors(tmp_path):

@@ -99,13 +99,9 @@ def train_and_evaluate(run: RunSpec) -> RunRecord | None:
     return record
 
 
-def evaluate_warm_start(run: RunSpec) -> WarmStartRecord:
-    """Evaluate the seed's warm start on every split its record lacks (the warm start from the cache, or
-    recomputed there when the cache is gone: a committed record's scratch root was cleaned)."""
-    store, setting = run.matrix.store, run.setting.name
-    record = store.warm_start(setting, run.seed)
-    if all(s in record.evaluations for s in run.eval_splits):
-        return record
+def seed_warm_start(run: RunSpec, record: WarmStartRecord) -> tuple[Any, dict[str, float], str | None]:
+    """The seed's warm start (from the cache, or made there: a committed record's scratch root was cleaned),
+    its ``sft/…`` summary and fingerprint; refused when ``record``, the seed's, names another one."""
     cfg = run.config()
     policy, summary = warm_start(cfg, Path(cfg.out_dir) / "warm-start-eval")
     ours = WarmStartCache.of(cfg).fingerprint(cfg)
@@ -113,6 +109,17 @@ def evaluate_warm_start(run: RunSpec) -> WarmStartRecord:
         raise WarmStartMismatch(f"{run.name}: the warm start computed here ({ours}) is not the seed's recorded one "
                                 f"({record.fingerprint}); CPU numerics differ between machines after thousands "
                                 "of SFT steps: finish this seed where it started, or delete its records")
+    return policy, summary, ours
+
+
+def evaluate_warm_start(run: RunSpec) -> WarmStartRecord:
+    """Evaluate the seed's warm start (``seed_warm_start``) on every split its record lacks."""
+    store, setting = run.matrix.store, run.setting.name
+    record = store.warm_start(setting, run.seed)
+    if all(s in record.evaluations for s in run.eval_splits):
+        return record
+    policy, summary, ours = seed_warm_start(run, record)
+    cfg = run.config()
     record.fingerprint = ours
     if record.sft_seconds is None and "sft/seconds" in summary:  # a cached warm start keeps its SFT's time
         record.sft_seconds = float(summary["sft/seconds"])
@@ -130,6 +137,8 @@ def run_one(run: RunSpec) -> int:
     """The whole job of one run (module docstring); the process's exit code."""
     record = run.record()
     if record is None or not record.finished(run.eval_splits):
+        if final_iteration(run.out_dir) is None:  # a fresh start: from the seed's warm start or not at all
+            seed_warm_start(run, run.matrix.store.warm_start(run.setting.name, run.seed))
         record = train_and_evaluate(run)
         if record is None:
             return 130  # interrupted: checkpointed, resumed by the next call of the matrix
@@ -158,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["EVAL_FILE", "RUN_BUSY", "WarmStartMismatch", "evaluate_splits", "evaluate_warm_start", "final_iteration",
-           "lock_run", "main", "run_one", "train_and_evaluate"]
+           "lock_run", "main", "run_one", "seed_warm_start",
+           "train_and_evaluate"]
 
 if __name__ == "__main__":  # pragma: no cover - the scheduler's child process
     sys.exit(main())
