@@ -79,6 +79,7 @@ def test_quick_compare_runs_resumes_and_reports(tmp_path, capsys):
     # every arm of the seed started from the one cached warm start
     assert len(list((root / "warm-start").glob("warm-start-*.pt"))) == 1
     assert read_metrics(gaca.out_dir)[0]["sft/cached"] == 1.0
+    assert "removed the earlier run's files" not in (root / "logs" / "quick__gaca__seed0.log").read_text()
     warm = matrix.store.warm_start("quick", 0)
     assert set(warm.evaluations) == {"valid_seen", "unseen_rooms"} and len(warm.fingerprint) == 16
     assert warm.sft_seconds == read_metrics(gaca.out_dir)[0]["sft/seconds"] > 0  # what making it took

@@ -19,6 +19,7 @@ import json
 import logging
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import IO, Any
 
@@ -99,11 +100,12 @@ def train_and_evaluate(run: RunSpec) -> RunRecord | None:
     return record
 
 
-def seed_warm_start(run: RunSpec, record: WarmStartRecord) -> tuple[Any, dict[str, float], str | None]:
+def seed_warm_start(run: RunSpec, record: WarmStartRecord, files_dir: Path) -> tuple[Any, dict[str, float], str | None]:
     """The seed's warm start (from the cache, or made there: a committed record's scratch root was cleaned),
-    its ``sft/…`` summary and fingerprint; refused when ``record``, the seed's, names another one."""
+    its ``sft/…`` summary and fingerprint; refused when ``record``, the seed's, names another one.
+    ``files_dir`` receives the policy's tokenizer files."""
     cfg = run.config()
-    policy, summary = warm_start(cfg, Path(cfg.out_dir) / "warm-start-eval")
+    policy, summary = warm_start(cfg, files_dir)
     ours = WarmStartCache.of(cfg).fingerprint(cfg)
     if record.fingerprint is not None and ours != record.fingerprint:
         raise WarmStartMismatch(f"{run.name}: the warm start computed here ({ours}) is not the seed's recorded one "
@@ -118,8 +120,8 @@ def evaluate_warm_start(run: RunSpec) -> WarmStartRecord:
     record = store.warm_start(setting, run.seed)
     if all(s in record.evaluations for s in run.eval_splits):
         return record
-    policy, summary, ours = seed_warm_start(run, record)
     cfg = run.config()
+    policy, summary, ours = seed_warm_start(run, record, Path(cfg.out_dir) / "warm-start-eval")
     record.fingerprint = ours
     if record.sft_seconds is None and "sft/seconds" in summary:  # a cached warm start keeps its SFT's time
         record.sft_seconds = float(summary["sft/seconds"])
@@ -138,7 +140,8 @@ def run_one(run: RunSpec) -> int:
     record = run.record()
     if record is None or not record.finished(run.eval_splits):
         if final_iteration(run.out_dir) is None:  # a fresh start: from the seed's warm start or not at all
-            seed_warm_start(run, run.matrix.store.warm_start(run.setting.name, run.seed))
+            with tempfile.TemporaryDirectory() as files:  # not in the run directory, which is not begun yet
+                seed_warm_start(run, run.matrix.store.warm_start(run.setting.name, run.seed), Path(files))
         record = train_and_evaluate(run)
         if record is None:
             return 130  # interrupted: checkpointed, resumed by the next call of the matrix
