@@ -51,6 +51,7 @@ from gaca.train import train
 from gaca.train.evaluate import GameOutcome
 from gaca.train.logger import read_metrics
 from gaca.train.timing import ITERATION_TIMES
+from gaca.train.warm_start import warm_start_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,6 +181,16 @@ def test_the_migrated_matrix_loads_and_bad_matrices_are_one_line_errors(tmp_path
         'root = "/tmp/x"\n[[arms]]\nname = "x"\nestimator = "gaca"\n': "not a matrix-file key",
         '[[arms]]\nname = "x"\nestimator = "gaca"\nseeds = [7]\n': "seeds of the matrix",
         '[[arms]]\nname = "a b"\nestimator = "gaca"\n[[arms]]\nname = "a_b"\nestimator = "grpo"\n': "arm file",
+        # an arm's config_overrides: not what its own fields or the lab set, valid values, the seed's warm start
+        **{f'[[arms]]\nname = "x"\nestimator = "gaca"\nconfig_overrides = {{ {over} }}\n': message
+           for over, message in (
+               ('"advantage.kappa" = 1.0', r"may not set \['advantage.kappa'\]"),
+               ('estimator = "grpo"', r"may not set \['estimator'\]"),
+               ('"sft.cache_dir" = "elsewhere"', r"may not set \['sft.cache_dir'\]"),
+               ('"ppo.entropy_coef" = -0.1', r"arm 'x': .*ppo.entropy_coef"),
+               ('"ppo.no_such_key" = 1', r"arm 'x': .*no_such_key"))},
+        ('[[arms]]\nname = "x"\nestimator = "gaca"\n[[arms]]\nname = "y"\nestimator = "gaca"\n'
+         'config_overrides = { "sft.steps" = 7 }\n'): r"setting 'a': the arms' configs give different warm starts",
         **{_TWO_ARMS + f"[[analysis.secondary]]\ntreatment = \"x\"\ncontrol = \"y\"\n{rest}\n": message
            for rest, message in (
                ('seeds = [1]\ndeclared = "d"', r"seeds \[1\] are not run by both arms"),
@@ -199,6 +210,14 @@ def test_the_migrated_matrix_loads_and_bad_matrices_are_one_line_errors(tmp_path
     path.write_text('[[arms]]\nname = "anti"\nestimator = "gaca"\noptions = {kappa = -0.5, w0 = 0.75}\n' + head)
     cfg = load_matrix(path).runs()[0].config()
     assert cfg.estimator == "gaca" and cfg.advantage.kappa == -0.5 and cfg.advantage.w0 == 0.75
+    # an arm may change the training beyond its credit (an entropy-bonus control), sharing the seed's warm start
+    path.write_text('seeds = [0]\n[[arms]]\nname = "fixed"\nestimator = "fixed_mix"\n[[arms]]\nname = "fixed+H"\n'
+                    'estimator = "fixed_mix"\nconfig_overrides = { "ppo.entropy_coef" = 0.02 }\n' + head)
+    fixed, bonus = (run.config() for run in load_matrix(path).runs())
+    assert (fixed.ppo.entropy_coef, bonus.ppo.entropy_coef) == (0.0, 0.02)
+    assert warm_start_key(fixed) == warm_start_key(bonus)
+    assert "- **fixed+H**: `fixed_mix`  config {'ppo.entropy_coef': 0.02} (seeds [0])" in markdown(
+        build_report(load_matrix(path), "cmd", {}))
 
 
 def _outcomes(returns, invalid=None, family="food"):
@@ -235,6 +254,9 @@ def test_every_committed_matrix_loads_and_every_run_has_a_valid_config(matrix_fi
     for run, config in zip(matrix.runs(), configs, strict=True):
         assert config.estimator == run.arm.estimator and config.seed == run.seed
         assert all(getattr(config.advantage, key) == value for key, value in run.arm.options.items())
+        for key, value in run.arm.config_overrides.items():
+            section, name = key.split(".")
+            assert getattr(getattr(config, section), name) == value
 
 
 def test_the_primary_arms_run_first_over_every_seed_then_the_reference_arms():

@@ -21,7 +21,7 @@
 
 Run (setting s, arm a, seed k) lives in ``<root>/s/a/seed<k>`` (scratch; the root is given on the
 command line, default ``runs/<matrix directory name>``); its config is the setting's preset plus its
-overrides plus the arm's ``estimator`` and ``advantage.*`` options, ``seed=k`` and the lab's own
+overrides plus the arm's ``estimator``, ``advantage.*`` options and ``config_overrides``, ``seed=k`` and the lab's own
 settings (one thread, no progress bar, the shared warm-start cache ``<root>/warm-start``). Every arm
 of a seed starts from the same warm-start policy and is evaluated on the same held-out games with
 the same sampling stream: the differences between arms are paired. Records (``records/`` next to the
@@ -40,9 +40,13 @@ from gaca.advantage import ESTIMATORS, AdvantageOptions
 from gaca.config import ConfigError, apply_overrides, from_dict, read_toml
 from gaca.lab.compare.records import TRAINING, RecordStore, _file_name
 from gaca.train.config import TrainConfig, load_config
+from gaca.train.warm_start import warm_start_key
 
 #: Overrides every run of a matrix gets (runs go two at a time on a 2-core machine).
 LAB_OVERRIDES = ("threads=1", "progress=false", "trackers=[]")
+#: Config keys an arm's ``config_overrides`` may not set: its own fields and the matrix's and lab's settings.
+_ARM_OWNED = ("estimator", "advantage")
+_LAB_OWNED = ("seed", "out_dir", "sft.cache_dir", "threads", "progress", "trackers")
 #: What a matrix's primary analysis can test (``gaca.lab.compare.analysis.ENDPOINTS``).
 Endpoint = Literal["success", "score"]
 
@@ -58,16 +62,27 @@ class ArmSpec:
     """``[advantage]`` options of this arm (on top of the setting's), e.g. ``{w0 = 0.75, kappa = -0.5}``."""
     seeds: list[int] = field(default_factory=list)
     """The seeds this arm runs (empty: every seed of the matrix); a reference arm may run a subset."""
+    config_overrides: dict[str, Any] = field(default_factory=dict)
+    """Training-config settings of this arm beyond its estimator (dotted keys), e.g.
+    ``{ "ppo.entropy_coef" = 0.01 }`` for a control that changes the training rather than the credit (an
+    entropy bonus matched to another arm's uncertainty). They may not change the seed's warm start (checked
+    when the matrix is loaded: the arms of a seed must pair) nor name what the arm's other fields or the
+    lab set (``estimator``, ``advantage.*``, ``seed``, ``out_dir``, ``threads``, ...)."""
     note: str = ""
     """What the arm is for (shown in the report), e.g. "anti-GACA control: κ < 0"."""
     def __post_init__(self) -> None:
 
         ESTIMATORS.check(self.estimator, f"arms[{self.name!r}].estimator")
         AdvantageOptions(**self.options)  # every option known and in range, now
+        owned = [k for k in self.config_overrides if k.split(".")[0] in _ARM_OWNED or k in _LAB_OWNED]
+        if owned:
+            raise ValueError(f"arms[{self.name!r}].config_overrides may not set {owned}: the estimator and "
+                             "its options are the arm's own fields, the rest the matrix's or the lab's")
 
     def overrides(self) -> list[str]:
         return [f"estimator={json.dumps(self.estimator)}",
-                *(f"advantage.{k}={json.dumps(v)}" for k, v in self.options.items())]
+                *(f"advantage.{k}={json.dumps(v)}" for k, v in self.options.items()),
+                *(f"{k}={json.dumps(v)}" for k, v in self.config_overrides.items())]
 
 
 @dataclass
@@ -301,9 +316,28 @@ def load_matrix(path: str | Path, overrides: list[str] | None = None, *, root: s
                               "command line's --root)")
     data.update(directory=str(path.parent), root=str(root))
     try:
-        return from_dict(CompareMatrix, data)
+        matrix = from_dict(CompareMatrix, data)
+        check_run_configs(matrix)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from e
+    return matrix
+
+
+def check_run_configs(matrix: CompareMatrix) -> None:
+    """Load the config of each (setting, arm), so that a bad value fails when the matrix
+    is loaded rather than in a worker; and refuse arms of a setting whose warm starts differ (their runs
+    would not pair)."""
+    for setting in matrix.settings:
+        keys: dict[str, str] = {}
+        for arm in matrix.arms:
+            try:  # at one seed for every arm: the warm start depends on the seed
+                cfg = RunSpec(matrix, setting, arm, matrix.seeds[0]).config()
+            except (ConfigError, ValueError) as e:
+                raise ConfigError(f"setting {setting.name!r}, arm {arm.name!r}: {e}") from e
+            keys[arm.name] = warm_start_key(cfg)
+        if len(set(keys.values())) > 1:
+            raise ConfigError(f"setting {setting.name!r}: the arms' configs give different warm starts "
+                              f"({keys}); an arm's config_overrides may change the training, not the warm start")
 
 
 def run_spec_json(run: RunSpec, matrix_file: str, overrides: list[str]) -> dict[str, Any]:
@@ -323,4 +357,5 @@ def load_run(spec: dict[str, Any], overrides: list[str] | None = None) -> RunSpe
 
 
 __all__ = ["LAB_OVERRIDES", "QUICK_OVERRIDES", "AnalysisSpec", "ArmSpec", "CompareMatrix", "Endpoint", "RunSpec",
-           "SecondaryContrast", "SettingSpec", "load_matrix", "load_run", "quick_matrix", "run_spec_json"]
+           "SecondaryContrast", "SettingSpec", "check_run_configs", "load_matrix", "load_run", "quick_matrix",
+           "run_spec_json"]

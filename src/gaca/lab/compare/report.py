@@ -86,7 +86,8 @@ def build_report(matrix: CompareMatrix, command: str, data: dict[str, SettingRec
                        for split in matrix.splits_of(s)} for s in matrix.settings}
     return CompareReport(
         command=command,
-        arms={a.name: {"estimator": a.estimator, "options": a.options, "seeds": matrix.seeds_of(a), "note": a.note}
+        arms={a.name: {"estimator": a.estimator, "options": a.options, "seeds": matrix.seeds_of(a), "note": a.note,
+                       **({"config_overrides": a.config_overrides} if a.config_overrides else {})}
               for a in matrix.arms},
         contrasts=contrasts(matrix, data), noise_floors=noise_floors(matrix, data), tables=tables,
         timing={s.name: timing(matrix, data.get(s.name, SettingRecords()), matrix.splits_of(s))
@@ -250,7 +251,8 @@ def markdown(report: CompareReport) -> str:
     lines = ["# Learning comparison", "", f"Command: `{report.command}`. Every arm of a seed starts from the seed's "
              "warm start and is evaluated on the same games with the same sampling stream; tables show mean ± sd "
              "over the seeds finished by every arm declared on them (arms not started yet aside).", "", "Arms:", ""]
-    lines += [f"- **{name}**: `{a['estimator']}` {a['options'] or ''} (seeds {a['seeds']})"
+    lines += [f"- **{name}**: `{a['estimator']}` {a['options'] or ''}"
+              + (f" config {a['config_overrides']}" if a.get("config_overrides") else "") + f" (seeds {a['seeds']})"
               + (f" — {a['note']}" if a["note"] else "") for name, a in report.arms.items()]
     lines += ["", *_contrast_lines(report)]
     for setting, splits in report.tables.items():
