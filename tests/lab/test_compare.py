@@ -437,8 +437,9 @@ def test_the_table_averages_over_the_seeds_every_arm_finished(tmp_path):
 
 
 def test_the_table_ignores_arms_not_started_and_seeds_an_arm_was_not_declared_on():
-    """Mid-matrix: reference arms not started yet do not let the other arms' seeds run apart; at the end,
-    a reference arm declared on fewer seeds does not take the primary arms' other seeds out of the means."""
+    """Mid-matrix: reference arms not started yet do not let the other arms' seeds run apart; half run or
+    finished, a reference arm declared on fewer seeds does not take the primary arms' other seeds out of
+    the means."""
     matrix = load_matrix(ROOT / "experiments" / "2026-12-decisive" / "matrix.toml")
     primary = [arm.name for arm in matrix.arms if not arm.seeds]
     fixed, gaca, anti = primary
@@ -454,6 +455,16 @@ def test_the_table_ignores_arms_not_started_and_seeds_an_arm_was_not_declared_on
     table = split_table(matrix, SettingRecords(runs=every, warm={}), "eval")
     assert table.common_seeds == list(range(16)) and table.left_out == {}
     assert table.rows[fixed].seeds == list(range(16)) and table.rows["grpo"].seeds == list(range(8))
+    # half way through the reference arms: grpo has seeds 0 and 1 of its 0-7; the primary arms keep all 16
+    every["grpo"] = {s: every["grpo"][s] for s in (0, 1)}
+    table = split_table(matrix, SettingRecords(runs=every, warm={}), "eval")
+    assert table.common_seeds == list(range(16)) and table.left_out == {}
+    assert table.rows[fixed].seeds == list(range(16)) and table.rows["grpo"].seeds == [0, 1]
+    # a reference seed whose primary arms are not all finished stays out of every row, the reference's too
+    del every[anti][1]
+    table = split_table(matrix, SettingRecords(runs=every, warm={}), "eval")
+    assert 1 not in table.common_seeds and table.rows["grpo"].seeds == [0]
+    assert table.left_out == {name: [1] for name in (fixed, gaca, "grpo", *reference[1:])}
 
 
 def test_the_declared_contrasts_are_tested_over_seeds_with_holm_and_tost(tmp_path):

@@ -7,8 +7,9 @@ same sampling stream, so everything here is paired by seed (and by game within a
   games and per task family, its invalid-action ratio and, where returns carry partial credit, its
   score; mean ± sd over the seeds on which every arm finished that was declared on them, among the
   arms with a finished run (a mean over other seeds would compare seeds, which differ far more than
-  arms do; an arm not started yet does not empty the table, and a reference arm declared on fewer
-  seeds does not shrink the others' seeds).
+  arms do; an arm not started yet does not empty the table). The arms declared on every seed set those
+  seeds; a reference arm declared on fewer shows its finished seeds among them and, finished or not,
+  does not shrink the others'.
 - The primary analysis (``ContrastResult``), as declared in the matrix before the runs: the endpoint
   of (arm, seed) pooled over every game of every held-out split; for each contrast the per-seed
   differences d_s = endpoint(treatment) − endpoint(control), tested with a paired t test and an
@@ -111,8 +112,11 @@ def split_table(matrix: CompareMatrix, records: SettingRecords, split: str) -> S
               for arm in matrix.arms}
     started = {a: set(v) for a, v in finals.items() if v}
     declared = {arm.name: set(matrix.seeds_of(arm)) for arm in matrix.arms}
-    common = sorted(s for s in set().union(*started.values())
-                    if all(s in done for a, done in started.items() if s in declared[a]))
+    # the seeds are set by the arms declared on every seed; a reference arm on fewer seeds, half run, must
+    # not take the others' seeds out of the means (its row keeps its finished seeds among them)
+    anchors = {a: done for a, done in started.items() if declared[a] >= set(matrix.seeds)} or started
+    common = sorted(s for s in set().union(*anchors.values())
+                    if all(s in done for a, done in anchors.items() if s in declared[a]))
     left_out = {a: extra for a, v in finals.items() if common and (extra := sorted(set(v) - set(common)))}
     if common:
         finals = {a: {s: e for s, e in v.items() if s in common} for a, v in finals.items()}
